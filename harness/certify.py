@@ -1,0 +1,565 @@
+"""Certification of fan-out windows: the only place the independence rules live.
+
+A *window* is a block of consecutive calls of one fan-out phase. It is certified when
+
+**D1** every pair of calls commutes on the world: two read-only calls always do; a read and a
+    write only when the read declares read targets disjoint from the write's targets; two
+    writes only when both declare write targets and they are disjoint, or they are the very
+    same idempotent call. (The paper lets "read-only or idempotent" pass on its own; we do
+    not: ``set(x, 1)`` and ``set(x, 2)`` are both idempotent and do not commute.)
+**D2** no argument of any call depends on a result of another call of the window: at the
+    schema level, the manifest's argument template for the call's tool has no result
+    placeholder that points into the window's own phase;
+**D3** a phase signal marks the window as fan-out: the manifest phase is ``fan_out`` (and its
+    ``slots`` count is the slot-closure signal).
+
+Two detectors:
+
+* :class:`SchemaSoundDetector` decides D1-D3 from declared effects and the skill manifest only,
+  so a false fill (a certified window that had a dependent edge) is structurally impossible
+  as long as the declarations are true (``harness certify`` checks that they are).
+* :class:`PhaseHeuristicDetector` has no manifest: it guesses that a run of consecutive
+  read-like calls (read-only effect, or a ``get_``/``read_``/``list_``/... name) is a gather
+  phase, and only catches a dependency when a call's arguments quote the withheld-result
+  marker. It can false-fill; it is kept as a reporting control.
+
+Online use (the loop): ``detector.tracker(skill, inputs)`` returns a :class:`WindowTracker`
+whose :meth:`~WindowTracker.admit` decides, for each emitted call, whether it *joins* the open
+window (its result is withheld), runs *serial*ly (after the open window closes, in emitted
+order), or is *discard*ed (it was generated without a withheld result it needed: it is
+regenerated after the absorb turn, and that repair is counted). Windows close on the
+slot-closure signal, a phase change, a call that fails certification, a final answer, or the
+size cap. Batch use (P+V, tests, the certification kit): :meth:`Detector.certify`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from harness.engines.base import ToolCall
+from harness.manifest import Phase, Skill
+from harness.tools import Toolset
+
+__all__ = (
+    "Admission",
+    "Certificate",
+    "Condition",
+    "Detector",
+    "Failure",
+    "PhaseHeuristicDetector",
+    "Rejection",
+    "SchemaSoundDetector",
+    "WindowTracker",
+    "check_d1",
+    "make_detector",
+)
+
+Condition = Literal["D1", "D2", "D3"]
+DEFAULT_MARKER = "[withheld: this result arrives when the window closes]"
+_READ_PREFIXES = ("get", "read", "list", "search", "fetch", "lookup", "find", "query", "show")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed condition: which (D1/D2/D3), a stable reason code, and a sentence."""
+
+    condition: Condition
+    code: str
+    message: str
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A certified window: the calls, the phase and the evidence for each condition."""
+
+    detector: str
+    phase: str | None
+    call_ids: tuple[str, ...]
+    evidence: tuple[str, ...]
+    closed_by: str = ""
+
+    @property
+    def n(self) -> int:
+        return len(self.call_ids)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A window that did not certify, with every failed condition."""
+
+    detector: str
+    failures: tuple[Failure, ...]
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(f.code for f in self.failures)
+
+    @property
+    def conditions(self) -> frozenset[Condition]:
+        return frozenset(f.condition for f in self.failures)
+
+
+def _args(call: ToolCall) -> Mapping[str, Any] | None:
+    try:
+        parsed = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _pair_conflict(toolset: Toolset, a: ToolCall, b: ToolCall) -> Failure | None:
+    """Why calls ``a`` and ``b`` may not commute, or ``None`` when they do (D1, one pair)."""
+    for call in (a, b):
+        if call.name not in toolset:
+            return Failure("D1", "D1_unknown_tool", f"'{call.name}' is not a tool", call.id)
+    ea, eb = toolset[a.name].effect, toolset[b.name].effect
+    args_a, args_b = _args(a), _args(b)
+    if args_a is None or args_b is None:
+        bad = a if args_a is None else b
+        return Failure(
+            "D1", "D1_bad_arguments", f"'{bad.name}' arguments are not a JSON object", bad.id
+        )
+    if ea.read_only and eb.read_only:
+        return None
+    if ea.idempotent and a.name == b.name and args_a == args_b:
+        return None  # the same idempotent call twice: either order, same state
+    wa, wb = ea.targets(args_a), eb.targets(args_b)
+    if wa is None or wb is None:
+        who = a if wa is None else b
+        return Failure(
+            "D1",
+            "D1_unknown_write_targets",
+            f"'{who.name}' writes but declares no write targets (unannotated tools are the worst case)",
+            who.id,
+        )
+    if wa & wb:
+        return Failure(
+            "D1",
+            "D1_write_conflict",
+            f"'{a.name}' and '{b.name}' both write {sorted(wa & wb)}",
+            b.id,
+        )
+    for reader, rargs, writes, r in ((ea, args_a, wb, a), (eb, args_b, wa, b)):
+        if not writes:
+            continue
+        reads = reader.reads(rargs)
+        if reads is None:
+            return Failure(
+                "D1",
+                "D1_unknown_read_targets",
+                f"'{r.name}' shares a window with a write but declares no read targets",
+                r.id,
+            )
+        if reads & writes:
+            return Failure(
+                "D1",
+                "D1_read_write_conflict",
+                f"'{r.name}' reads {sorted(reads & writes)}, which the window writes",
+                r.id,
+            )
+    return None
+
+
+def check_d1(toolset: Toolset, calls: Sequence[ToolCall]) -> list[Failure]:
+    """D1 over a whole window: every pair commutes."""
+    failures = []
+    for a, b in itertools.combinations(calls, 2):
+        failure = _pair_conflict(toolset, a, b)
+        if failure is not None:
+            failures.append(failure)
+    return failures
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The tracker's decision for one emitted call.
+
+    ``closes``: the window this call closes *before* it is handled (run it and reveal its
+    results first). ``action``: ``join`` (withhold, part of the now-open window), ``serial``
+    (run it on its own, after ``closes``), ``discard`` (it was generated without a withheld
+    result it needed: drop it; the absorb turn regenerates it). ``completes``: the window
+    this call completes (slot closure or size cap): close it right after the call joins.
+    """
+
+    action: Literal["join", "serial", "discard"]
+    phase: str | None
+    reason: str
+    closes: Certificate | None = None
+    completes: Certificate | None = None
+    failures: tuple[Failure, ...] = ()
+
+
+class WindowTracker(Protocol):
+    """Per-run state of a detector: the phase position and the open window."""
+
+    def admit(self, call: ToolCall) -> Admission: ...
+
+    def close(self, closed_by: str) -> Certificate | None: ...
+
+    @property
+    def open_calls(self) -> tuple[ToolCall, ...]: ...
+
+    def phase_of(self, calls: Sequence[ToolCall]) -> Phase | None: ...
+
+
+class Detector(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def tracker(
+        self, toolset: Toolset, skill: Skill | None, inputs: Mapping[str, Any]
+    ) -> WindowTracker: ...
+
+    def certify(
+        self,
+        toolset: Toolset,
+        calls: Sequence[ToolCall],
+        phase: Phase | None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> Certificate | Rejection: ...
+
+
+@dataclass
+class _Window:
+    phase: str | None
+    calls: list[ToolCall] = field(default_factory=list)
+
+
+class _TrackerBase:
+    """What both detectors share: the open window and closing it into a certificate."""
+
+    detector_name = ""
+
+    def __init__(self, toolset: Toolset, max_window: int) -> None:
+        self.toolset = toolset
+        self.max_window = max_window
+        self.window: _Window | None = None
+
+    @property
+    def open_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(self.window.calls) if self.window else ()
+
+    def _evidence(self, window: _Window) -> tuple[str, ...]:
+        return ()
+
+    def close(self, closed_by: str) -> Certificate | None:
+        window, self.window = self.window, None
+        if window is None or not window.calls:
+            return None
+        return Certificate(
+            self.detector_name,
+            window.phase,
+            tuple(c.id for c in window.calls),
+            self._evidence(window),
+            closed_by,
+        )
+
+    def _join(self, call: ToolCall, phase: str | None, reason: str, slots_done: bool) -> Admission:
+        """Add ``call`` to the open window (opening one if needed); close it right away when
+        this call fills the phase's slot count or the size cap."""
+        if self.window is None:
+            self.window = _Window(phase)
+        self.window.calls.append(call)
+        completes = None
+        if slots_done:
+            completes = self.close("slot_closure")
+        elif len(self.window.calls) >= self.max_window:
+            completes = self.close("size_cap")
+        return Admission("join", phase, reason, completes=completes)
+
+
+class _SchemaSoundTracker(_TrackerBase):
+    detector_name = "schema_sound"
+
+    def __init__(
+        self, toolset: Toolset, skill: Skill | None, inputs: Mapping[str, Any], max_window: int
+    ) -> None:
+        super().__init__(toolset, max_window)
+        self.skill = skill
+        self.inputs = inputs
+        self.phase_index = 0
+        self.phase_calls = 0
+
+    def _locate(self, tool: str) -> int | None:
+        """The phase this call belongs to: the current one while it has room, else the next
+        phase (forward only) that lists the tool."""
+        if self.skill is None:
+            return None
+        phases = self.skill.phases
+        current = phases[self.phase_index]
+        slots = current.slot_count(self.inputs)
+        if tool in current.tools and (slots is None or self.phase_calls < slots):
+            return self.phase_index
+        for index in range(self.phase_index + 1, len(phases)):
+            if tool in phases[index].tools:
+                return index
+        if tool in current.tools:
+            return self.phase_index  # over the slot count: still this phase, but no window
+        return None
+
+    def phase_of(self, calls: Sequence[ToolCall]) -> Phase | None:
+        if self.skill is None or not calls:
+            return None
+        index = self._locate(calls[0].name)
+        return None if index is None else self.skill.phases[index]
+
+    def _evidence(self, window: _Window) -> tuple[str, ...]:
+        return (
+            f"D1: {len(window.calls)} calls pairwise commute (effects and targets)",
+            f"D2: no argument of phase {window.phase!r} is a result placeholder into the phase",
+            f"D3: manifest marks phase {window.phase!r} fan_out",
+        )
+
+    def _needs_withheld(self, call: ToolCall, phase: Phase | None) -> list[str]:
+        """Arguments of ``call`` that the manifest sources from a result of the open window."""
+        if self.window is None or phase is None or self.window.phase is None:
+            return []
+        return sorted(
+            arg
+            for arg, src in phase.sources(call.name).items()
+            if src.is_result_placeholder and src.ref == self.window.phase
+        )
+
+    def admit(self, call: ToolCall) -> Admission:
+        index = self._locate(call.name)
+        phase = None if index is None or self.skill is None else self.skill.phases[index]
+        if index is not None and index != self.phase_index:
+            self.phase_index, self.phase_calls = index, 0
+        pname = phase.name if phase else None
+        # D2 against the open window: generated while results it needs were withheld.
+        dependent = self._needs_withheld(call, phase)
+        if dependent:
+            closes = self.close("D2_dependent_call")
+            failure = Failure(
+                "D2",
+                "D2_result_placeholder",
+                f"'{call.name}' argument(s) {dependent} come from results of phase "
+                f"{closes.phase if closes else pname!r}, withheld when it was generated",
+                call.id,
+            )
+            return Admission("discard", pname, "D2", closes=closes, failures=(failure,))
+        if index is not None:
+            self.phase_calls += 1
+        failures = self._certify_one(call, phase)
+        if failures:
+            reason = failures[0].code
+            closes = self.close(reason if self.window else "")
+            return Admission("serial", pname, reason, closes=closes, failures=tuple(failures))
+        assert phase is not None
+        closes = None
+        if self.window is not None and self.window.phase != pname:
+            closes = self.close("phase_change")
+        if self.window is not None:
+            conflicts = check_d1(self.toolset, [*self.window.calls, call])
+            if conflicts:
+                closes = self.close("D1_conflict")
+                return Admission("serial", pname, "D1", closes=closes, failures=tuple(conflicts))
+        slots = phase.slot_count(self.inputs)
+        done = slots is not None and self.phase_calls >= slots
+        joined = self._join(call, pname, "certified", done)
+        return Admission("join", pname, joined.reason, closes=closes, completes=joined.completes)
+
+    def _certify_one(self, call: ToolCall, phase: Phase | None) -> list[Failure]:
+        """D3 and schema-level D2 for one call, and D1 against itself (unknown tool, bad JSON)."""
+        if phase is None:
+            return [
+                Failure(
+                    "D3", "D3_no_phase", f"'{call.name}' is in no remaining manifest phase", call.id
+                )
+            ]
+        if not phase.is_fan_out:
+            return [Failure("D3", "D3_chain_phase", f"phase {phase.name!r} is a chain", call.id)]
+        slots = phase.slot_count(self.inputs)
+        if slots is not None and self.phase_calls > slots:
+            return [
+                Failure(
+                    "D3",
+                    "D3_over_slots",
+                    f"phase {phase.name!r} already has its {slots} calls",
+                    call.id,
+                )
+            ]
+        placeholders = phase.in_window_placeholders(call.name)
+        if placeholders:
+            return [
+                Failure(
+                    "D2",
+                    "D2_result_placeholder",
+                    f"'{call.name}' argument(s) {placeholders} are results of phase {phase.name!r} itself",
+                    call.id,
+                )
+            ]
+        if call.name not in self.toolset or _args(call) is None:
+            return check_d1(self.toolset, [call, call]) or [
+                Failure("D1", "D1_unknown_tool", f"'{call.name}' is not a tool", call.id)
+            ]
+        return []
+
+
+class _HeuristicTracker(_TrackerBase):
+    detector_name = "phase_heuristic"
+
+    def __init__(self, toolset: Toolset, marker: str, max_window: int) -> None:
+        super().__init__(toolset, max_window)
+        self.marker = marker
+
+    def phase_of(self, calls: Sequence[ToolCall]) -> Phase | None:
+        return None
+
+    def _evidence(self, window: _Window) -> tuple[str, ...]:
+        return (
+            f"D1: {len(window.calls)} calls pairwise commute (effects and targets)",
+            "D2: assumed (no manifest); no argument quotes the withheld marker",
+            "D3: guessed gather phase from tool names/effects",
+        )
+
+    def admit(self, call: ToolCall) -> Admission:
+        if self.window is not None and self.marker in call.arguments:
+            closes = self.close("D2_dependent_call")
+            failure = Failure(
+                "D2",
+                "D2_quotes_marker",
+                f"'{call.name}' arguments quote a withheld result",
+                call.id,
+            )
+            return Admission("discard", None, "D2", closes=closes, failures=(failure,))
+        if not looks_like_gather(self.toolset, call):
+            closes = self.close("phase_change")
+            failure = Failure(
+                "D3", "D3_not_gather", f"'{call.name}' does not look like a gather call", call.id
+            )
+            return Admission("serial", None, "D3", closes=closes, failures=(failure,))
+        if self.window is not None:
+            conflicts = check_d1(self.toolset, [*self.window.calls, call])
+            if conflicts:
+                closes = self.close("D1_conflict")
+                return Admission("serial", None, "D1", closes=closes, failures=tuple(conflicts))
+        return self._join(call, "gather", "guessed", slots_done=False)
+
+
+def looks_like_gather(toolset: Toolset, call: ToolCall) -> bool:
+    """The phase heuristic's D3 guess: a read-only tool, or a read-like name."""
+    if call.name not in toolset or _args(call) is None:
+        return False
+    tool = toolset[call.name]
+    lowered = call.name.lower()
+    return tool.effect.read_only or lowered.startswith(_READ_PREFIXES)
+
+
+@dataclass(frozen=True)
+class SchemaSoundDetector:
+    """D1-D3 from declared effects and the skill manifest: no false fill is possible."""
+
+    max_window: int = 16
+    name: str = "schema_sound"
+
+    def tracker(
+        self, toolset: Toolset, skill: Skill | None, inputs: Mapping[str, Any]
+    ) -> WindowTracker:
+        return _SchemaSoundTracker(toolset, skill, inputs, self.max_window)
+
+    def certify(
+        self,
+        toolset: Toolset,
+        calls: Sequence[ToolCall],
+        phase: Phase | None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> Certificate | Rejection:
+        failures: list[Failure] = []
+        if phase is None:
+            failures.append(Failure("D3", "D3_no_phase", "no manifest phase covers these calls"))
+        else:
+            if not phase.is_fan_out:
+                failures.append(Failure("D3", "D3_chain_phase", f"phase {phase.name!r} is a chain"))
+            outside = [c.name for c in calls if c.name not in phase.tools]
+            if outside:
+                failures.append(
+                    Failure(
+                        "D3", "D3_outside_phase", f"{outside} are not tools of phase {phase.name!r}"
+                    )
+                )
+            failures.extend(
+                Failure(
+                    "D2",
+                    "D2_result_placeholder",
+                    f"'{c.name}' argument(s) {ph} are results of phase {phase.name!r}",
+                    c.id,
+                )
+                for c in calls
+                if (ph := phase.in_window_placeholders(c.name))
+            )
+        failures.extend(check_d1(toolset, calls) if len(calls) > 1 else [])
+        if len(calls) == 1 and (calls[0].name not in toolset or _args(calls[0]) is None):
+            failures.extend(check_d1(toolset, [calls[0], calls[0]]))
+        if failures:
+            return Rejection(self.name, tuple(failures))
+        assert phase is not None
+        return Certificate(
+            self.name,
+            phase.name,
+            tuple(c.id for c in calls),
+            (
+                f"D1: {len(calls)} calls pairwise commute",
+                f"D2: phase {phase.name!r} has no in-window result placeholder for these tools",
+                f"D3: manifest marks phase {phase.name!r} fan_out",
+            ),
+            "batch",
+        )
+
+
+@dataclass(frozen=True)
+class PhaseHeuristicDetector:
+    """Guesses gather phases from names/effects, without a manifest; can false-fill."""
+
+    marker: str = DEFAULT_MARKER
+    max_window: int = 16
+    name: str = "phase_heuristic"
+
+    def tracker(
+        self, toolset: Toolset, skill: Skill | None, inputs: Mapping[str, Any]
+    ) -> WindowTracker:
+        return _HeuristicTracker(toolset, self.marker, self.max_window)
+
+    def certify(
+        self,
+        toolset: Toolset,
+        calls: Sequence[ToolCall],
+        phase: Phase | None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> Certificate | Rejection:
+        failures = [
+            Failure("D3", "D3_not_gather", f"'{c.name}' does not look like a gather call", c.id)
+            for c in calls
+            if not looks_like_gather(toolset, c)
+        ]
+        failures.extend(
+            Failure("D2", "D2_quotes_marker", f"'{c.name}' arguments quote a withheld result", c.id)
+            for c in calls
+            if self.marker in c.arguments
+        )
+        failures.extend(check_d1(toolset, calls))
+        if failures:
+            return Rejection(self.name, tuple(failures))
+        return Certificate(
+            self.name,
+            "gather",
+            tuple(c.id for c in calls),
+            ("D1: pairwise commute", "D2: assumed", "D3: guessed gather phase"),
+            "batch",
+        )
+
+
+def make_detector(name: str, *, max_window: int = 16, marker: str = DEFAULT_MARKER) -> Detector:
+    """``"schema_sound"`` (default everywhere) or ``"phase_heuristic"`` (reporting control)."""
+    if name in ("schema_sound", "schema"):
+        return SchemaSoundDetector(max_window=max_window)
+    if name in ("phase_heuristic", "heuristic"):
+        return PhaseHeuristicDetector(marker=marker, max_window=max_window)
+    from harness.errors import ConfigError
+
+    raise ConfigError(f"Unknown detector {name!r}; use 'schema_sound' or 'phase_heuristic'.")

@@ -1,0 +1,188 @@
+"""The engine seam: one small protocol every model backend implements.
+
+Shaped like ``httpx.BaseTransport``: the loop hands an engine the chat so far (OpenAI chat
+format) and the tools it may call, and gets back one :class:`Completion` — the assistant
+message (text and/or tool calls), token usage (prompt, cached prompt, generated) and
+timings. Engines are async context managers; ``aclose()`` releases them.
+
+Implementations: :class:`harness.testing.ScriptedEngine` (a test double that replays a
+function), ``harness.engines.vllm.VLLMEngine`` (in-process vLLM, the default) and
+``harness.engines.openai_http.OpenAIHTTPEngine`` (any OpenAI-compatible server).
+
+Rendering tools into the prompt and parsing tool calls out of generated text is the engine's
+job (the loop only sees structured :class:`ToolCall` values).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, Protocol, Self, runtime_checkable
+
+__all__ = (
+    "Completion",
+    "Engine",
+    "GenerationSettings",
+    "Message",
+    "Timings",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+)
+
+#: One chat message in the OpenAI chat-completions format: ``{"role": ..., "content": ...}``,
+#: assistant messages may carry ``tool_calls``, tool messages carry ``tool_call_id``.
+Message = dict[str, Any]
+
+#: One tool as the OpenAI API describes it: ``{"type": "function", "function": {name,
+#: description, parameters}}``.
+ToolSpec = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model emitted: an id, a tool name and the raw JSON argument string.
+
+    ``arguments`` stays the raw string the model produced (it may be invalid JSON: that is a
+    model mistake the loop reports back, not an engine failure).
+    """
+
+    id: str
+    name: str
+    arguments: str
+
+    def parsed_arguments(self) -> Any:
+        """``json.loads(arguments)``; raises ``json.JSONDecodeError`` on bad JSON."""
+        return json.loads(self.arguments)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The ``tool_calls`` entry of an OpenAI assistant message."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+    @classmethod
+    def from_openai(cls, raw: Mapping[str, Any]) -> ToolCall:
+        function = raw.get("function", {})
+        arguments = function.get("arguments", "{}")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        return cls(
+            id=str(raw.get("id", "")), name=str(function.get("name", "")), arguments=arguments
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one generation. ``cached_tokens`` is the part of ``prompt_tokens``
+    served from the prefix cache (not prefilled again)."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def billed_tokens(self) -> int:
+        """All input plus all output tokens, as the paper bills a turn."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Where one generation's time went, in seconds. ``total_s`` is the engine-side wall time
+    of the request (arrival to last token); the parts may not add up to it exactly
+    (scheduling gaps). Unknown parts are 0."""
+
+    total_s: float = 0.0
+    queue_s: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One assistant turn: text and/or tool calls, usage and timings.
+
+    ``finish_reason`` is ``"tool_calls"`` when calls were emitted, ``"stop"`` for a final
+    answer, ``"length"`` when the output hit ``max_tokens`` (a model that never stops).
+    """
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    timings: Timings = field(default_factory=Timings)
+    finish_reason: Literal["stop", "tool_calls", "length"] = "stop"
+
+    def to_message(self) -> Message:
+        """The assistant message to append to the chat."""
+        message: Message = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        return message
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Per-request settings.
+
+    ``parallel_tool_calls``: the model may (and is asked to) emit several independent calls in
+    one message (arm P); otherwise at most one call per turn (arms S and F).
+    ``forced``: the exact calls the engine must emit this turn (the *gold* policy; an empty
+    tuple forces a final answer ``forced_answer``). Engines that can constrain decoding
+    (vLLM's structured outputs) still prefill and decode every token of it; the scripted
+    engine just returns it.
+    ``constrain``: constrain decoding to valid call syntax (a tool from the list with
+    schema-valid arguments, or a final answer) without choosing the values.
+    """
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    seed: int | None = None
+    parallel_tool_calls: bool = False
+    forced: tuple[ToolCall, ...] | None = None
+    forced_answer: str | None = None
+    constrain: bool = True
+    stop: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the loop needs from a model backend.
+
+    ``generate`` must be safe to call concurrently from many loops: the engine batches what
+    arrives together (continuous batching) and never serialises it.
+    Failures raise :class:`harness.errors.EngineRequestError` (this request) or
+    :class:`harness.errors.EngineDeadError` (the engine: every request fails fast after).
+    Cancelling the awaiting task aborts the request.
+    """
+
+    name: str
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> Completion: ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

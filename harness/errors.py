@@ -1,0 +1,114 @@
+"""Every error the harness raises on purpose.
+
+One root, one subclass per failure an operator can act on::
+
+    HarnessError                      root: catch this to catch everything below
+    ├── ConfigError                   bad input from the user: a file, an option, a manifest
+    │   └── ManifestError             a skill manifest that does not validate (names file/phase/field)
+    ├── ToolsetError                  a toolset that cannot be built (duplicate name, bad schema)
+    ├── EngineError                   the engine could not answer
+    │   ├── EngineDeadError           the engine is gone: every in-flight and new request fails fast
+    │   └── EngineRequestError        one request failed (bad request, timeout, refused); others go on
+    ├── UsageLimitExceeded            a budget ran out: turns, model mistakes, repairs, resamples
+    └── ReplayDivergence              a replayed/scripted run saw a request it did not expect
+
+Model mistakes (unknown tool, bad JSON, schema failure, a tool that raises or times out) are
+*not* exceptions: they become error results the model sees, bounded by a retry budget that ends
+in :class:`UsageLimitExceeded`.
+
+Every error carries optional context (``run_id``, ``call_id``, ``tool``, ``turn``) and pickles
+cleanly, so it can cross process boundaries (vLLM's engine core, a worker pool).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = (
+    "ConfigError",
+    "EngineDeadError",
+    "EngineError",
+    "EngineRequestError",
+    "HarnessError",
+    "ManifestError",
+    "ReplayDivergence",
+    "ToolsetError",
+    "UsageLimitExceeded",
+)
+
+
+class HarnessError(Exception):
+    """Root of every error the harness raises on purpose."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
+        turn: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.run_id = run_id
+        self.call_id = call_id
+        self.tool = tool
+        self.turn = turn
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exceptions with keyword-only constructor arguments do not pickle by default.
+        return (_rebuild, (type(self), self.message, self.context()))
+
+    def context(self) -> dict[str, Any]:
+        """The non-empty context fields, for logs and ledgers."""
+        fields = {
+            "run_id": self.run_id,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "turn": self.turn,
+        }
+        return {k: v for k, v in fields.items() if v is not None}
+
+    def __str__(self) -> str:
+        ctx = self.context()
+        if not ctx:
+            return self.message
+        where = ", ".join(f"{k}={v}" for k, v in ctx.items())
+        return f"{self.message} [{where}]"
+
+
+def _rebuild(cls: type[HarnessError], message: str, context: dict[str, Any]) -> HarnessError:
+    return cls(message, **context)
+
+
+class ConfigError(HarnessError):
+    """A user-supplied file, option or value is wrong; the message says which and how to fix it."""
+
+
+class ManifestError(ConfigError):
+    """A skill manifest does not validate; the message names the file, the phase and the field."""
+
+
+class ToolsetError(HarnessError):
+    """A toolset cannot be built: duplicate tool names, a schema that is not JSON Schema, ..."""
+
+
+class EngineError(HarnessError):
+    """The engine could not produce a completion."""
+
+
+class EngineDeadError(EngineError):
+    """The engine process or core is gone; every in-flight and every new request fails with this."""
+
+
+class EngineRequestError(EngineError):
+    """One request failed (rejected, timed out, malformed); the engine itself is still healthy."""
+
+
+class UsageLimitExceeded(HarnessError):
+    """A run used up a budget: turns, consecutive model mistakes, D2 repairs or P+V resamples."""
+
+
+class ReplayDivergence(HarnessError):
+    """A scripted or replayed run received a request that its script does not cover."""

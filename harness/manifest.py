@@ -1,0 +1,276 @@
+"""Skill manifests: the phases of a skill and where each argument's value comes from.
+
+A manifest is a TOML file (stdlib ``tomllib``) with one table per skill::
+
+    [skills.report]
+    description = "Read the listed documents, then write a summary."
+
+    [[skills.report.phases]]
+    name = "gather"
+    kind = "fan_out"            # or "chain"
+    tools = ["read_doc"]
+    slots = "input:keys"        # optional slot count: an integer or the length of a task input
+    [skills.report.phases.args]
+    "read_doc.key" = "input:keys"
+
+    [[skills.report.phases]]
+    name = "write"
+    kind = "chain"
+    tools = ["write_doc"]
+    [skills.report.phases.args]
+    "write_doc.body" = "result:gather"   # a result placeholder
+
+Argument sources (``"tool.argument" = SOURCE``):
+
+``input`` / ``input:FIELD``
+    the task input (or one field of it).
+``args:PHASE``
+    an earlier call's *arguments* (known as soon as that call is emitted).
+``result:PHASE``
+    an earlier call's *result*: a **result placeholder**. When PHASE is the phase itself, calls
+    of that tool depend on results from inside the window, so D2 fails for them.
+``model``
+    chosen freely by the model (no dependency).
+
+A fan-out phase is the D3 signal (a manifest phase annotation); its ``slots`` is the
+slot-closure signal (the window closes after that many calls). Validation errors name the
+file, the skill, the phase and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.errors import ManifestError
+
+__all__ = (
+    "ArgSource",
+    "Manifest",
+    "Phase",
+    "PhaseKind",
+    "Skill",
+    "load_manifest",
+)
+
+PhaseKind = Literal["fan_out", "chain"]
+SourceKind = Literal["input", "args", "result", "model"]
+_SOURCE_KINDS: tuple[SourceKind, ...] = ("input", "args", "result", "model")
+
+
+@dataclass(frozen=True)
+class ArgSource:
+    """Where one argument's value comes from: ``kind`` and an optional reference
+    (an input field, or the phase whose arguments/results it uses)."""
+
+    kind: SourceKind
+    ref: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> ArgSource:
+        kind, _, ref = text.partition(":")
+        if kind not in _SOURCE_KINDS:
+            raise ValueError(
+                f"source must start with one of {', '.join(_SOURCE_KINDS)}; got {text!r}"
+            )
+        if kind in ("args", "result") and not ref:
+            raise ValueError(f"{kind!r} needs a phase: write '{kind}:PHASE'")
+        return cls(kind, ref or None)
+
+    def __str__(self) -> str:
+        return self.kind if self.ref is None else f"{self.kind}:{self.ref}"
+
+    @property
+    def is_result_placeholder(self) -> bool:
+        return self.kind == "result"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a skill: a fan-out (independent gathers or disjoint writes) or a chain."""
+
+    name: str
+    kind: PhaseKind
+    tools: tuple[str, ...]
+    slots: int | str | None = None
+    args: Mapping[tuple[str, str], ArgSource] = field(default_factory=dict)
+
+    @property
+    def is_fan_out(self) -> bool:
+        return self.kind == "fan_out"
+
+    def slot_count(self, inputs: Mapping[str, Any]) -> int | None:
+        """The declared number of calls in this phase for a task with ``inputs`` (``None``
+        when the manifest does not say)."""
+        if self.slots is None or isinstance(self.slots, int):
+            return self.slots
+        ref = ArgSource.parse(self.slots)
+        if ref.kind != "input" or ref.ref is None:
+            return None
+        value = inputs.get(ref.ref)
+        if isinstance(value, list | tuple | dict):
+            return len(value)
+        if isinstance(value, int):
+            return value
+        return None
+
+    def in_window_placeholders(self, tool: str) -> list[str]:
+        """Arguments of ``tool`` whose value is a result of *this* phase's calls: inside a
+        window they would need a withheld result (D2 fails)."""
+        return sorted(
+            arg
+            for (t, arg), src in self.args.items()
+            if t == tool and src.is_result_placeholder and src.ref == self.name
+        )
+
+    def sources(self, tool: str) -> dict[str, ArgSource]:
+        return {arg: src for (t, arg), src in self.args.items() if t == tool}
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    phases: tuple[Phase, ...]
+    description: str = ""
+
+    def phase(self, name: str) -> Phase:
+        for p in self.phases:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """All skills of one manifest file."""
+
+    skills: Mapping[str, Skill]
+    source: str = "<memory>"
+
+    def skill(self, name: str) -> Skill:
+        try:
+            return self.skills[name]
+        except KeyError:
+            raise ManifestError(
+                f"{self.source}: no skill named {name!r}; skills here: {', '.join(self.skills)}."
+            ) from None
+
+    def check_tools(self, tool_names: Sequence[str] | Mapping[str, Any]) -> None:
+        """Every tool a phase names must exist in the toolset."""
+        known = set(tool_names)
+        for skill in self.skills.values():
+            for phase in skill.phases:
+                missing = [t for t in phase.tools if t not in known]
+                if missing:
+                    raise ManifestError(
+                        f"{self.source}: skill {skill.name!r}, phase {phase.name!r}, field "
+                        f"'tools': unknown tool(s) {missing}; the toolset has {sorted(known)}."
+                    )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "<memory>") -> Manifest:
+        skills_raw = data.get("skills")
+        if not isinstance(skills_raw, Mapping) or not skills_raw:
+            raise ManifestError(f"{source}: needs a [skills.NAME] table with at least one skill.")
+        unknown_top = set(data) - {"skills", "version", "description"}
+        if unknown_top:
+            raise ManifestError(f"{source}: unknown top-level key(s) {sorted(unknown_top)}.")
+        skills = {name: _parse_skill(source, name, raw) for name, raw in skills_raw.items()}
+        return cls(skills=skills, source=source)
+
+
+def _parse_skill(source: str, name: str, raw: Any) -> Skill:
+    where = f"{source}: skill {name!r}"
+    if not isinstance(raw, Mapping):
+        raise ManifestError(f"{where}: must be a table.")
+    unknown = set(raw) - {"description", "phases"}
+    if unknown:
+        raise ManifestError(f"{where}: unknown field(s) {sorted(unknown)}.")
+    phases_raw = raw.get("phases")
+    if not isinstance(phases_raw, list) or not phases_raw:
+        raise ManifestError(f"{where}, field 'phases': needs at least one [[...phases]] entry.")
+    phases = []
+    names: set[str] = set()
+    for index, praw in enumerate(phases_raw):
+        phase = _parse_phase(where, index, praw, names)
+        names.add(phase.name)
+        phases.append(phase)
+    return Skill(name=name, phases=tuple(phases), description=str(raw.get("description", "")))
+
+
+def _parse_phase(where: str, index: int, raw: Any, earlier: set[str]) -> Phase:
+    if not isinstance(raw, Mapping):
+        raise ManifestError(f"{where}, phase #{index + 1}: must be a table.")
+    pname = raw.get("name")
+    if not isinstance(pname, str) or not pname:
+        raise ManifestError(
+            f"{where}, phase #{index + 1}, field 'name': a non-empty string is required."
+        )
+    at = f"{where}, phase {pname!r}"
+    if pname in earlier:
+        raise ManifestError(f"{at}, field 'name': duplicate phase name.")
+    unknown = set(raw) - {"name", "kind", "tools", "slots", "args", "description"}
+    if unknown:
+        raise ManifestError(f"{at}: unknown field(s) {sorted(unknown)}.")
+    kind = raw.get("kind")
+    if kind not in ("fan_out", "chain"):
+        raise ManifestError(f"{at}, field 'kind': expected 'fan_out' or 'chain', got {kind!r}.")
+    tools = raw.get("tools")
+    if not isinstance(tools, list) or not tools or not all(isinstance(t, str) for t in tools):
+        raise ManifestError(f"{at}, field 'tools': a non-empty list of tool names is required.")
+    slots = raw.get("slots")
+    if slots is not None:
+        if kind != "fan_out":
+            raise ManifestError(f"{at}, field 'slots': only a fan_out phase has a slot count.")
+        bad_int = isinstance(slots, bool) or (isinstance(slots, int) and slots < 1)
+        bad_ref = isinstance(slots, str) and not slots.startswith("input:")
+        if bad_int or bad_ref or not isinstance(slots, int | str):
+            raise ManifestError(
+                f"{at}, field 'slots': a positive integer or 'input:FIELD', got {slots!r}."
+            )
+    args = _parse_args(at, pname, tools, earlier, raw.get("args", {}))
+    return Phase(name=pname, kind=kind, tools=tuple(tools), slots=slots, args=args)
+
+
+def _parse_args(
+    at: str, pname: str, tools: list[str], earlier: set[str], args_raw: Any
+) -> dict[tuple[str, str], ArgSource]:
+    args: dict[tuple[str, str], ArgSource] = {}
+    if not isinstance(args_raw, Mapping):
+        raise ManifestError(f"{at}, field 'args': must be a table of \"tool.argument\" = SOURCE.")
+    for key, value in args_raw.items():
+        tool, dot, arg = str(key).partition(".")
+        if not dot or not arg:
+            raise ManifestError(f"{at}, field 'args.{key}': keys are \"tool.argument\".")
+        if tool not in tools:
+            raise ManifestError(
+                f"{at}, field 'args.{key}': tool {tool!r} is not in this phase's tools."
+            )
+        if not isinstance(value, str):
+            raise ManifestError(f"{at}, field 'args.{key}': the source must be a string.")
+        try:
+            src = ArgSource.parse(value)
+        except ValueError as exc:
+            raise ManifestError(f"{at}, field 'args.{key}': {exc}.") from None
+        if src.kind in ("args", "result") and src.ref not in earlier and src.ref != pname:
+            raise ManifestError(
+                f"{at}, field 'args.{key}': {value!r} names phase {src.ref!r}, which is neither "
+                "this phase nor an earlier one."
+            )
+        args[(tool, arg)] = src
+    return args
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Read and validate a TOML manifest; errors name the file, the phase and the field."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(f"Manifest file {str(p)!r} does not exist.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"{p}: not valid TOML: {exc}.") from None
+    return Manifest.from_dict(data, source=str(p))

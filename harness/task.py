@@ -1,0 +1,58 @@
+"""A task: what one agent loop is asked to do, and (for seeded workloads) its gold answer.
+
+The loop needs only ``prompt`` (and optionally ``system``, the ``skill`` whose manifest
+phases the certifier uses, and the task ``inputs`` the manifest's ``input:FIELD`` sources and
+slot counts refer to). ``gold_steps`` and ``gold_answer`` are the calls a correct run makes,
+decided by construction: each step is a group of calls (a fan-out window is one group, a chain
+call is a group of one). Serial arms (S, F) emit them one per turn in order; native-parallel
+arms (P, P+V) emit each group in one message. The *gold* policy forces the engine to emit
+exactly these (the engine still prefills and decodes every token).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.engines.base import ToolCall
+
+__all__ = ("GoldCall", "Task")
+
+
+@dataclass(frozen=True)
+class GoldCall:
+    """One call of a gold run: a tool name and its arguments."""
+
+    name: str
+    arguments: Mapping[str, Any]
+
+    def to_tool_call(self, call_id: str) -> ToolCall:
+        return ToolCall(call_id, self.name, json.dumps(dict(self.arguments), sort_keys=True))
+
+    def matches(self, call: ToolCall) -> bool:
+        """Whether a model's call is this gold call (same tool, same parsed arguments)."""
+        try:
+            return call.name == self.name and call.parsed_arguments() == dict(self.arguments)
+        except ValueError:
+            return False
+
+
+@dataclass(frozen=True)
+class Task:
+    """One loop task. See the module docstring."""
+
+    id: str
+    prompt: str
+    system: str | None = None
+    skill: str | None = None
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    gold_steps: tuple[tuple[GoldCall, ...], ...] = ()
+    gold_answer: str | None = None
+    max_turns: int | None = None
+
+    @property
+    def gold_calls(self) -> tuple[GoldCall, ...]:
+        """The gold calls in serial order."""
+        return tuple(call for step in self.gold_steps for call in step)

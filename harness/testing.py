@@ -1,0 +1,180 @@
+"""Test doubles and helpers for users' own test suites.
+
+:class:`ScriptedEngine` is an :class:`~harness.engines.base.Engine` that replays a plain
+function ``(messages, tools) -> reply`` instead of running a model (cf. ``httpx.MockTransport``
+and pydantic-ai's ``FunctionModel``). It is a *test double*: every user-facing command runs on
+the real engine. A reply may be a final-answer string, a :class:`ToolCall`, a list of them,
+a ``{"name": ..., "arguments": {...}}`` dict (or a list of such dicts), or a full
+:class:`Completion`.
+
+When the loop forces the gold call (``settings.forced``), the scripted engine returns exactly
+that, as the real engine's constrained decoding would, so a gold-policy run needs no script.
+
+It also imitates what the ledger measures on a real engine: token counts (one token per
+whitespace-separated word of the rendered chat), a prefix cache (``cached_tokens`` is the
+longest prefix shared with an earlier prompt), and, if asked, simulated time
+(``prefill_ms_per_token``, ``decode_ms_per_token``, ``overhead_ms``) spent in ``anyio.sleep``
+and reported as timings.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+
+from harness.engines.base import (
+    Completion,
+    GenerationSettings,
+    Message,
+    Timings,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from harness.errors import EngineDeadError, ReplayDivergence
+
+__all__ = ("Reply", "ScriptedEngine", "ScriptedRequest")
+
+Reply = str | ToolCall | Mapping[str, Any] | Sequence[ToolCall | Mapping[str, Any]] | Completion
+ScriptFn = Callable[[Sequence[Message], Sequence[ToolSpec]], Reply]
+
+
+@dataclass
+class ScriptedRequest:
+    """One request the scripted engine received, for assertions in tests."""
+
+    messages: list[Message]
+    tools: list[ToolSpec]
+    settings: GenerationSettings
+    started: float
+    finished: float = 0.0
+    completion: Completion | None = None
+
+
+def _tokens(text: str) -> list[str]:
+    return text.split()
+
+
+def render_for_tokens(messages: Sequence[Message]) -> str:
+    """The text the scripted engine counts tokens over (stable, order-preserving)."""
+    return " ".join(json.dumps(m, sort_keys=True, ensure_ascii=False) for m in messages)
+
+
+@dataclass
+class ScriptedEngine:
+    """An engine that replays ``script`` (see the module docstring)."""
+
+    script: ScriptFn | None = None
+    prefill_ms_per_token: float = 0.0
+    decode_ms_per_token: float = 0.0
+    overhead_ms: float = 0.0
+    name: str = "scripted"
+    requests: list[ScriptedRequest] = field(default_factory=list)
+    _seen: list[list[str]] = field(default_factory=list, repr=False)
+    _ids: itertools.count[int] = field(default_factory=itertools.count, repr=False)
+    _closed: bool = False
+    _in_flight: int = 0
+    max_in_flight: int = 0
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    def _cached(self, tokens: list[str]) -> int:
+        best = 0
+        for seen in self._seen:
+            n = 0
+            for a, b in zip(seen, tokens, strict=False):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        return best
+
+    def _reply(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: GenerationSettings
+    ) -> Reply:
+        if settings.forced is not None:
+            if settings.forced:
+                return list(settings.forced)
+            return settings.forced_answer or ""
+        if self.script is None:
+            raise ReplayDivergence(
+                "ScriptedEngine has no script and the request forces no gold call; "
+                "pass script=... or run the gold policy."
+            )
+        return self.script(messages, tools)
+
+    def _to_completion(self, reply: Reply) -> Completion:
+        if isinstance(reply, Completion):
+            return reply
+        if isinstance(reply, str):
+            return Completion(content=reply, finish_reason="stop")
+        items: Sequence[ToolCall | Mapping[str, Any]]
+        items = [reply] if isinstance(reply, ToolCall | Mapping) else reply
+        calls = []
+        for item in items:
+            if isinstance(item, ToolCall):
+                calls.append(item)
+                continue
+            arguments = item.get("arguments", {})
+            raw = arguments if isinstance(arguments, str) else json.dumps(arguments, sort_keys=True)
+            call_id = str(item.get("id") or f"call_{next(self._ids)}")
+            calls.append(ToolCall(id=call_id, name=str(item["name"]), arguments=raw))
+        return Completion(content=None, tool_calls=tuple(calls), finish_reason="tool_calls")
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> Completion:
+        if self._closed:
+            raise EngineDeadError("ScriptedEngine is closed; open a new one.")
+        request = ScriptedRequest(list(messages), list(tools), settings, time.monotonic())
+        self.requests.append(request)
+        self._in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            completion = self._to_completion(self._reply(messages, tools, settings))
+            prompt = _tokens(render_for_tokens(messages))
+            cached = self._cached(prompt)
+            self._seen.append(prompt)
+            out_text = completion.content or " ".join(
+                f"{c.name} {c.arguments}" for c in completion.tool_calls
+            )
+            generated = max(1, len(_tokens(out_text)))
+            prefill_s = (len(prompt) - cached) * self.prefill_ms_per_token / 1000
+            decode_s = generated * self.decode_ms_per_token / 1000
+            total = self.overhead_ms / 1000 + prefill_s + decode_s
+            if total > 0:
+                await anyio.sleep(total)
+            completion = Completion(
+                content=completion.content,
+                tool_calls=completion.tool_calls,
+                usage=Usage(len(prompt), cached, generated),
+                timings=Timings(total_s=total, prefill_s=prefill_s, decode_s=decode_s),
+                finish_reason=completion.finish_reason,
+            )
+            request.completion = completion
+            return completion
+        finally:
+            self._in_flight -= 1
+            request.finished = time.monotonic()
