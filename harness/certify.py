@@ -59,7 +59,7 @@ __all__ = (
 )
 
 Condition = Literal["D1", "D2", "D3"]
-DEFAULT_MARKER = "[withheld: this result arrives when the window closes]"
+DEFAULT_MARKER = "[withheld]"  # short and constant: it is re-prefilled on every window turn
 _READ_PREFIXES = ("get", "read", "list", "search", "fetch", "lookup", "find", "query", "show")
 
 

@@ -19,6 +19,7 @@ and reported as timings.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import time
@@ -148,7 +149,9 @@ class ScriptedEngine:
     ) -> Completion:
         if self._closed:
             raise EngineDeadError("ScriptedEngine is closed; open a new one.")
-        request = ScriptedRequest(list(messages), list(tools), settings, time.monotonic())
+        request = ScriptedRequest(
+            copy.deepcopy(list(messages)), list(tools), settings, time.monotonic()
+        )
         self.requests.append(request)
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)

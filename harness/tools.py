@@ -125,7 +125,10 @@ class Effect:
         return _resolve(self.write_targets, arguments)
 
     def reads(self, arguments: Mapping[str, Any]) -> frozenset[str] | None:
-        """The resources a call with these arguments reads; ``None`` when unknown."""
+        """The resources a call with these arguments reads; ``None`` when unknown. A writing
+        tool that declares no read targets is taken to read only what it writes."""
+        if self.read_targets is None and not self.read_only:
+            return self.targets(arguments)
         return _resolve(self.read_targets, arguments)
 
 
@@ -276,6 +279,7 @@ def tool(
     destructive: bool | None = None,
     open_world: bool | None = None,
     write_targets: WriteTargets | None = None,
+    read_targets: WriteTargets | None = None,
     timeout_s: float | None = 30.0,
     result_cap: int | None = 16_000,
 ) -> Callable[[ToolFn], Tool]: ...
@@ -292,6 +296,7 @@ def tool(
     destructive: bool | None = None,
     open_world: bool | None = None,
     write_targets: WriteTargets | None = None,
+    read_targets: WriteTargets | None = None,
     timeout_s: float | None = 30.0,
     result_cap: int | None = 16_000,
 ) -> Tool | Callable[[ToolFn], Tool]:
@@ -314,6 +319,7 @@ def tool(
                 destructive=destructive,
                 open_world=bool(open_world),
                 write_targets=write_targets,
+                read_targets=read_targets,
             )
             if declared
             else Effect.worst_case()

@@ -1,0 +1,175 @@
+"""The ledger: every turn, call and window of a run, as structured events.
+
+Each record is a frozen dataclass with a ``kind`` (``turn``, ``call``, ``window``, ``run``).
+A :class:`Ledger` keeps them in memory, logs each one through structlog (logger
+``harness.ledger``, event name = kind) and, when given a path, appends it to a JSONL trace.
+
+Billed tokens are counted as the paper counts them: all input plus all output tokens of every
+generation (``prompt_tokens + completion_tokens``), cached or not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import structlog
+
+__all__ = ("CallRecord", "Ledger", "Record", "RunRecord", "TurnRecord", "WindowRecord")
+
+_log = structlog.get_logger("harness.ledger")
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One generation. ``purpose``: ``call`` (emitted calls), ``answer`` (final answer),
+    ``absorb`` (first turn after a window closed), ``repair`` (a discarded generation),
+    ``resample`` (a P+V candidate), ``mistake`` (truncated or unusable output)."""
+
+    run_id: str
+    turn: int
+    arm: str
+    purpose: str
+    n_calls: int
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    engine_s: float
+    queue_s: float
+    prefill_s: float
+    decode_s: float
+    wall_s: float
+    started: float
+    window_open: bool = False
+    kind: str = "turn"
+
+    @property
+    def billed_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One executed call. ``mode``: ``serial``, ``window`` (withheld, run concurrently at
+    close), ``eager`` (withheld, started when emitted) or ``parallel`` (a P/P+V message)."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    arguments: str
+    turn: int
+    mode: str
+    window: int | None
+    is_error: bool
+    error_kind: str | None
+    started: float
+    finished: float
+    result_chars: int
+    kind: str = "call"
+
+    @property
+    def tool_s(self) -> float:
+        return self.finished - self.started
+
+
+@dataclass(frozen=True)
+class WindowRecord:
+    """One window that ran concurrently: its calls, why it closed, how long its tools took
+    (``tool_wall_s``: first start to last finish) against one-by-one (``tool_serial_s``)."""
+
+    run_id: str
+    index: int
+    arm: str
+    detector: str
+    phase: str | None
+    n: int
+    call_ids: tuple[str, ...]
+    closed_by: str
+    evidence: tuple[str, ...]
+    opened_turn: int
+    closed_turn: int
+    tool_wall_s: float
+    tool_serial_s: float
+    kind: str = "window"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The summary of one run."""
+
+    run_id: str
+    task_id: str
+    arm: str
+    policy: str
+    detector: str
+    eager: bool
+    finished: bool
+    error: str | None
+    answer: str | None
+    turns: int
+    calls: int
+    windows: int
+    repairs: int
+    resamples: int
+    model_errors: int
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    billed_tokens: int
+    engine_s: float
+    wall_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+    kind: str = "run"
+
+
+Record = TurnRecord | CallRecord | WindowRecord | RunRecord
+
+
+def record_to_dict(record: Record) -> dict[str, Any]:
+    data = asdict(record)
+    if isinstance(record, TurnRecord):
+        data["billed_tokens"] = record.billed_tokens
+    return data
+
+
+class Ledger:
+    """Collects records; logs each and optionally appends it to a JSONL file."""
+
+    def __init__(self, path: str | Path | None = None, *, log: bool = True) -> None:
+        self.records: list[Record] = []
+        self.path = Path(path) if path is not None else None
+        self._log = log
+        self._file: IO[str] | None = None
+
+    def emit(self, record: Record) -> None:
+        self.records.append(record)
+        data = record_to_dict(record)
+        if self._log:
+            _log.debug(record.kind, **{k: v for k, v in data.items() if k != "kind"})
+        if self.path is not None:
+            if self._file is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = self.path.open("a", encoding="utf-8")
+            self._file.write(json.dumps(data, sort_keys=True, default=str) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def of_kind(self, kind: str) -> list[Record]:
+        return [r for r in self.records if r.kind == kind]
+
+    @staticmethod
+    def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+        """Read a JSONL trace back as dicts (a torn last line from a crash is skipped)."""
+        out = []
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out

@@ -1,0 +1,65 @@
+"""The P+V validator: a free, deterministic gate on a natively parallel window.
+
+A message of several calls (arm P) is accepted only when every call names a tool that exists,
+its arguments are a JSON object valid against the tool's schema, no call depends on a result
+of another call in the message (D2: no in-window result placeholder in the manifest, no
+quoted withheld-result marker), the phase's slot count is met, and no call is a duplicate of
+another. A rejected window is resampled (see ``harness.loop``); the validator itself never
+calls the model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.certify import DEFAULT_MARKER
+from harness.engines.base import ToolCall
+from harness.manifest import Phase
+from harness.tools import Toolset
+
+__all__ = ("validate_window",)
+
+
+def validate_window(
+    toolset: Toolset,
+    calls: Sequence[ToolCall],
+    phase: Phase | None,
+    inputs: Mapping[str, Any],
+    *,
+    marker: str = DEFAULT_MARKER,
+) -> list[str]:
+    """Every reason to reject this window (empty when it passes)."""
+    problems: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for call in calls:
+        if call.name not in toolset:
+            problems.append(f"unknown tool '{call.name}'")
+            continue
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError:
+            problems.append(f"'{call.name}' arguments are not valid JSON")
+            continue
+        if not isinstance(arguments, dict):
+            problems.append(f"'{call.name}' arguments are not a JSON object")
+            continue
+        problems.extend(
+            f"'{call.name}' {p}" for p in toolset[call.name].validation_errors(arguments)
+        )
+        if phase is not None and len(calls) > 1 and phase.in_window_placeholders(call.name):
+            problems.append(f"'{call.name}' needs a result of another call in the window (D2)")
+        if marker in call.arguments:
+            problems.append(f"'{call.name}' quotes a withheld result (D2)")
+        key = (call.name, json.dumps(arguments, sort_keys=True))
+        if key in seen:
+            problems.append(f"duplicate call '{call.name}' {key[1]}")
+        seen.add(key)
+    if phase is not None and phase.is_fan_out and all(c.name in phase.tools for c in calls):
+        slots = phase.slot_count(inputs)
+        if slots is not None and len(calls) != slots:
+            problems.append(
+                f"phase {phase.name!r} needs {slots} calls, the message has {len(calls)}"
+            )
+    return problems
