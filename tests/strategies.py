@@ -1,0 +1,95 @@
+"""Hypothesis strategies shared by the test suite (append yours; do not rewrite others')."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import strategies as st
+
+from harness.costmodel import PARAMETERS, Parameter, Regime
+
+# --------------------------------------------------------------------------------------------
+# Cost model (harness/costmodel.py)
+
+_VALID_BY_KIND: dict[str, st.SearchStrategy[float]] = {
+    "positive": st.floats(min_value=1e-3, max_value=1e5, allow_nan=False),
+    "nonnegative": st.floats(min_value=0.0, max_value=1e3, allow_nan=False),
+    "fraction": st.floats(min_value=0.0, max_value=1.0, allow_nan=False),
+    "percent": st.floats(min_value=0.0, max_value=100.0, allow_nan=False),
+}
+
+_NOT_A_NUMBER: st.SearchStrategy[Any] = st.one_of(
+    st.booleans(), st.none(), st.text(max_size=5), st.lists(st.integers(), max_size=2)
+)
+_NOT_FINITE = st.sampled_from([math.nan, math.inf, -math.inf])
+
+_INVALID_BY_KIND: dict[str, st.SearchStrategy[Any]] = {
+    "positive": st.one_of(
+        st.floats(max_value=0.0, allow_nan=False, allow_infinity=False), _NOT_FINITE
+    ),
+    "nonnegative": st.one_of(st.floats(max_value=-1e-12, allow_infinity=False), _NOT_FINITE),
+    "fraction": st.one_of(
+        st.floats(min_value=1.0, exclude_min=True, allow_infinity=False),
+        st.floats(max_value=0.0, exclude_max=True, allow_infinity=False),
+        _NOT_FINITE,
+    ),
+    "percent": st.one_of(
+        st.floats(min_value=100.0, exclude_min=True, allow_infinity=False),
+        st.floats(max_value=0.0, exclude_max=True, allow_infinity=False),
+        _NOT_FINITE,
+    ),
+}
+
+
+def regime_values() -> st.SearchStrategy[dict[str, float]]:
+    """A complete, valid set of :class:`Regime` parameters (as ``Regime.to_json`` writes it)."""
+    return st.fixed_dictionaries({p.name: _VALID_BY_KIND[p.kind] for p in PARAMETERS})
+
+
+def regimes() -> st.SearchStrategy[Regime]:
+    """Any valid cost-model regime: every parameter anywhere in its allowed range."""
+    return regime_values().map(lambda values: Regime(**values))
+
+
+@st.composite
+def bad_regime_parameters(draw: st.DrawFn) -> tuple[Parameter, Any]:
+    """One regime parameter and a value it must refuse (out of range, not finite, not a number)."""
+    param = draw(st.sampled_from(PARAMETERS))
+    value = draw(st.one_of(_INVALID_BY_KIND[param.kind], _NOT_A_NUMBER))
+    return param, value
+
+
+# --------------------------------------------------------------------------------------------
+# Calls over the spine's test toolset (tests/doubles.py): read_doc / write_doc / append_log
+
+_KEYS = st.sampled_from(["a", "b", "c", "d"])
+
+
+@st.composite
+def doc_calls(draw: st.DrawFn, max_size: int = 6) -> list[Any]:
+    """A window candidate: 1..max_size calls of read_doc / write_doc / append_log."""
+    import json
+
+    from harness import ToolCall
+
+    n = draw(st.integers(min_value=1, max_value=max_size))
+    calls = []
+    for i in range(n):
+        name = draw(st.sampled_from(["read_doc", "read_doc", "write_doc", "append_log"]))
+        if name == "read_doc":
+            args: dict[str, Any] = {"key": draw(_KEYS)}
+        elif name == "write_doc":
+            args = {"key": draw(_KEYS), "body": draw(st.sampled_from(["x", "y", "z"]))}
+        else:
+            args = {"line": draw(st.sampled_from(["l1", "l2"]))}
+        calls.append(ToolCall(f"call_{i}", name, json.dumps(args, sort_keys=True)))
+    return calls
+
+
+@st.composite
+def schedules(draw: st.DrawFn, n: int) -> tuple[list[int], list[int]]:
+    """A start order (permutation) and a number of extra yields per call: an interleaving."""
+    order = draw(st.permutations(list(range(n))))
+    yields = draw(st.lists(st.integers(min_value=0, max_value=3), min_size=n, max_size=n))
+    return list(order), yields
