@@ -233,7 +233,11 @@ class Tool:
             return await self.fn(**kwargs)
         import anyio.to_thread
 
-        result = await anyio.to_thread.run_sync(lambda: self.fn(**kwargs) if self.fn else None)
+        # abandon_on_cancel: a timeout or cancellation returns at once instead of waiting for
+        # a hung thread (which then runs on, unobserved, until its function returns).
+        result = await anyio.to_thread.run_sync(
+            lambda: self.fn(**kwargs) if self.fn else None, abandon_on_cancel=True
+        )
         if inspect.isawaitable(result):
             return await result
         return result
@@ -310,7 +314,8 @@ def tool(
     def build(func: ToolFn) -> Tool:
         schema, model = _schema_from_function(func)
         declared = any(
-            v is not None for v in (read_only, idempotent, destructive, open_world, write_targets)
+            v is not None
+            for v in (read_only, idempotent, destructive, open_world, write_targets, read_targets)
         )
         effect = (
             Effect.declare(
@@ -387,11 +392,18 @@ class Toolset(Mapping[str, Tool]):
             if not isinstance(function, Mapping) or "name" not in function:
                 raise ToolsetError(f"Not an OpenAI function spec (no 'name'): {dict(raw)!r:.200}")
             annotations = function.get("annotations", raw.get("annotations"))
+            parameters = function.get("parameters") or {"type": "object", "properties": {}}
+            if not isinstance(parameters, Mapping):
+                raise ToolsetError(
+                    f"Tool {function['name']!r} has 'parameters' of type "
+                    f"{type(parameters).__name__}; it must be a JSON Schema object.",
+                    tool=str(function["name"]),
+                )
             tools.append(
                 Tool(
                     name=str(function["name"]),
                     description=str(function.get("description", "")),
-                    parameters=function.get("parameters") or {"type": "object", "properties": {}},
+                    parameters=parameters,
                     fn=handlers.get(str(function["name"])),
                     effect=Effect.from_mcp(annotations),
                     stub_result=stub_result,
