@@ -113,22 +113,28 @@ async def execute_call(toolset: Toolset, call: ToolCall) -> ToolResult:
             f"Arguments for '{call.name}' do not match its schema: " + "; ".join(problems[:5]),
         )
     try:
-        if tool.timeout_s is None:
+        # move_on_after, not fail_after: a TimeoutError the tool raises itself is the tool's
+        # failure, not our deadline (and must not be formatted as one when timeout_s is None).
+        with anyio.move_on_after(tool.timeout_s) as deadline:
             value = await tool.invoke(arguments)
-        else:
-            with anyio.fail_after(tool.timeout_s):
-                value = await tool.invoke(arguments)
-    except TimeoutError:
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:  # a tool's failure is data for the model, never a crash
+        return error("tool_raised", f"Tool '{call.name}' raised {type(exc).__name__}: {exc}")
+    if deadline.cancelled_caught:
         return error(
             "timeout",
             f"Tool '{call.name}' timed out after {tool.timeout_s:.1f} s; "
             "raise its timeout or mark it idempotent so it can be retried.",
         )
-    except anyio.get_cancelled_exc_class():
-        raise
-    except Exception as exc:  # a tool's failure is data for the model, never a crash
-        return error("tool_raised", f"Tool '{call.name}' raised {type(exc).__name__}: {exc}")
-    content = render_result(value)
+    try:
+        content = render_result(value)
+    except Exception as exc:  # e.g. tuple keys or a cycle: the tool's mistake, not a crash
+        return error(
+            "tool_raised",
+            f"Tool '{call.name}' returned a value that cannot be rendered as JSON "
+            f"({type(exc).__name__}: {exc}); return JSON-compatible data.",
+        )
     if tool.result_cap is not None and len(content) > tool.result_cap:
         return error(
             "too_large",
