@@ -226,7 +226,7 @@ def _parse_phase(where: str, index: int, raw: Any, earlier: set[str]) -> Phase:
         if kind != "fan_out":
             raise ManifestError(f"{at}, field 'slots': only a fan_out phase has a slot count.")
         bad_int = isinstance(slots, bool) or (isinstance(slots, int) and slots < 1)
-        bad_ref = isinstance(slots, str) and not slots.startswith("input:")
+        bad_ref = isinstance(slots, str) and (not slots.startswith("input:") or slots == "input:")
         if bad_int or bad_ref or not isinstance(slots, int | str):
             raise ManifestError(
                 f"{at}, field 'slots': a positive integer or 'input:FIELD', got {slots!r}."
@@ -242,7 +242,8 @@ def _parse_args(
     if not isinstance(args_raw, Mapping):
         raise ManifestError(f"{at}, field 'args': must be a table of \"tool.argument\" = SOURCE.")
     for key, value in args_raw.items():
-        tool, dot, arg = str(key).partition(".")
+        # rpartition: tool names may contain '.' (e.g. "docs.read"), argument names do not.
+        tool, dot, arg = str(key).rpartition(".")
         if not dot or not arg:
             raise ManifestError(f"{at}, field 'args.{key}': keys are \"tool.argument\".")
         if tool not in tools:
@@ -273,4 +274,8 @@ def load_manifest(path: str | Path) -> Manifest:
         raise ManifestError(f"Manifest file {str(p)!r} does not exist.") from None
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError(f"{p}: not valid TOML: {exc}.") from None
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
+    except OSError as exc:
+        raise ManifestError(f"{p}: cannot read the manifest: {exc.strerror or exc}.") from None
     return Manifest.from_dict(data, source=str(p))
