@@ -1,0 +1,9 @@
+"""Benchmarks and workloads: importable modules, run as ``python -m benchmarks.NAME``.
+
+``benchmarks.tasks`` is the 48-task workspace workload; ``benchmarks.bfcl`` loads and scores
+BFCL simple/parallel entries from the ``bfcl-eval`` package.
+"""
+
+from __future__ import annotations
+
+__all__ = ()
