@@ -4,9 +4,10 @@ A *window* is a block of consecutive calls of one fan-out phase. It is certified
 
 **D1** every pair of calls commutes on the world: two read-only calls always do; a read and a
     write only when the read declares read targets disjoint from the write's targets; two
-    writes only when both declare write targets and they are disjoint, or they are the very
-    same idempotent call. (The paper lets "read-only or idempotent" pass on its own; we do
-    not: ``set(x, 1)`` and ``set(x, 2)`` are both idempotent and do not commute.)
+    writes only when both declare write targets and they are disjoint. (The paper lets
+    "read-only or idempotent" pass on its own; we do not: ``set(x, 1)`` and ``set(x, 2)`` are
+    both idempotent and do not commute, and even the same idempotent write twice leaves the
+    same state but not the same *results* when the tool reports what it replaced.)
 **D2** no argument of any call depends on a result of another call of the window: at the
     schema level, the manifest's argument template for the call's tool has no result
     placeholder that points into the window's own phase;
@@ -126,8 +127,6 @@ def _pair_conflict(toolset: Toolset, a: ToolCall, b: ToolCall) -> Failure | None
         )
     if ea.read_only and eb.read_only:
         return None
-    if ea.idempotent and a.name == b.name and args_a == args_b:
-        return None  # the same idempotent call twice: either order, same state
     wa, wb = ea.targets(args_a), eb.targets(args_b)
     if wa is None or wb is None:
         who = a if wa is None else b

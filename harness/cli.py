@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
+
+import structlog
 
 from harness.errors import HarnessError
 
 __all__ = ("COMMANDS", "build_parser", "main")
 
 #: Subcommand modules under ``harness._commands``, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("run",)
+COMMANDS: tuple[str, ...] = ("run", "frontier", "tasks")
 
 DESCRIPTION = """\
 Run unattended tool-calling agent loops without the wall time and tokens that serial tool
@@ -34,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Run `harness COMMAND --help` for each command's options and examples.",
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log every turn, call and window (structlog) to stderr",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"harness._commands.{name}")
@@ -41,9 +50,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _configure_logging(*, verbose: bool) -> None:
+    """Ledger events are debug-level structlog events: shown with ``-v``, hidden otherwise."""
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.DEBUG if verbose else logging.WARNING
+        ),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _configure_logging(verbose=bool(getattr(args, "verbose", False)))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

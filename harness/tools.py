@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import re
 import string
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
@@ -164,6 +165,7 @@ def _expand_template(template: str, arguments: Mapping[str, Any]) -> list[str] |
 
 
 ToolFn = Callable[..., Any]
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -188,9 +190,10 @@ class Tool:
     model: type[pydantic.BaseModel] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not self.name or not all(ch.isalnum() or ch in "_-." for ch in self.name):
+        if not _NAME.fullmatch(self.name):
             raise ToolsetError(
-                f"Tool name {self.name!r} is not valid: use letters, digits, '_', '-' or '.'."
+                f"Tool name {self.name!r} is not valid: use 1-64 ASCII letters, digits, '_', '-' "
+                "or '.' (what OpenAI-compatible servers accept)."
             )
         try:
             jsonschema.Draft202012Validator.check_schema(dict(self.parameters))
@@ -199,6 +202,12 @@ class Tool:
                 f"Tool {self.name!r} has an argument schema that is not JSON Schema: {exc.message}",
                 tool=self.name,
             ) from None
+        if self.parameters.get("type", "object") != "object":
+            raise ToolsetError(
+                f"Tool {self.name!r}: its argument schema must describe a JSON object "
+                f"(type 'object'), not {self.parameters.get('type')!r}.",
+                tool=self.name,
+            )
 
     def spec(self) -> ToolSpec:
         """The OpenAI function spec the model is shown."""

