@@ -1,0 +1,135 @@
+"""One *job*: one workload task run once under one arm, policy and detector.
+
+Shared by ``harness run`` and ``harness bench``: builds a fresh store and toolset (with the
+injected tool latency), runs the loop on the given engine, scores the run against the task's
+gold label, marks false fills (a window the detector certified that the manifest's schema-level
+rules reject), and returns a plain JSON-ready dict — the unit the benchmark writes to
+``results.jsonl`` and :mod:`benchmarks.analysis` reads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.tasks import WorkloadTask
+from harness.certify import Certificate, SchemaSoundDetector
+from harness.engines.base import Engine, GenerationSettings, ToolCall
+from harness.errors import HarnessError
+from harness.ledger import Ledger, record_to_dict
+from harness.loop import Arm, LoopConfig, LoopResult, Policy, run_loop
+from harness.manifest import Manifest
+from toolsets.workspace import Latency, fingerprint
+
+__all__ = ("JobSpec", "job_id", "run_job")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What to run: an arm (``S``, ``F``, ``P``, ``P+V``), eager dispatch (F only), a policy,
+    a detector, the injected tool latency and the generation budget."""
+
+    arm: Arm
+    policy: Policy = "gold"
+    detector: str = "schema_sound"
+    eager: bool = False
+    latency_s: float = 0.5
+    latency_sigma_s: float = 0.0
+    max_tokens: int = 160
+    latency_seed: int = 0
+
+    @property
+    def label(self) -> str:
+        base = f"{self.arm}+eager" if self.eager else self.arm
+        return base if self.detector == "schema_sound" else f"{base}/{self.detector}"
+
+
+def job_id(task_id: str, spec: JobSpec) -> str:
+    return f"{task_id}|{spec.label}|{spec.policy}"
+
+
+def _false_fills(
+    result: LoopResult, wt: WorkloadTask, manifest: Manifest, windows: list[dict[str, Any]]
+) -> None:
+    """Mark each window that the schema-level rules (the manifest is the truth for the
+    workload) would not certify: a false fill. Only the phase-heuristic can produce one."""
+    skill = manifest.skill(wt.skill)
+    by_id = {c.id: c for c in result.calls}
+    toolset, _ = wt.toolset()
+    truth = SchemaSoundDetector()
+    for window in windows:
+        calls: list[ToolCall] = [by_id[c] for c in window["call_ids"] if c in by_id]
+        if len(calls) < 2:
+            window["false_fill"] = False
+            continue
+        phases = [p for p in skill.phases if all(c.name in p.tools for c in calls)]
+        verdicts = [truth.certify(toolset, calls, p, wt.task.inputs) for p in phases]
+        window["false_fill"] = not any(isinstance(v, Certificate) for v in verdicts)
+
+
+async def run_job(
+    engine: Engine, wt: WorkloadTask, spec: JobSpec, manifest: Manifest
+) -> dict[str, Any]:
+    """Run ``wt`` under ``spec`` on ``engine``; the job dict (see the module docstring).
+    A run that ends in a :class:`HarnessError` (e.g. a budget) is a failed job, not a crash."""
+    latency = Latency(spec.latency_s, spec.latency_sigma_s, spec.latency_seed)
+    toolset, state = wt.toolset(latency=latency)
+    ledger = Ledger(log=True)
+    config = LoopConfig(
+        arm=spec.arm,
+        policy=spec.policy,
+        detector=spec.detector,
+        eager=spec.eager,
+        generation=GenerationSettings(max_tokens=spec.max_tokens),
+    )
+    error = None
+    result: LoopResult | None = None
+    try:
+        result = await run_loop(
+            engine,
+            toolset,
+            wt.task,
+            config,
+            manifest=manifest,
+            ledger=ledger,
+            run_id=job_id(wt.id, spec),
+        )
+    except HarnessError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    records = [record_to_dict(r) for r in ledger.records]
+    turns = [r for r in records if r["kind"] == "turn"]
+    calls = [r for r in records if r["kind"] == "call"]
+    windows = [r for r in records if r["kind"] == "window"]
+    summary = next((r for r in records if r["kind"] == "run"), {})
+    failures = (
+        ["the run did not finish: " + (error or "")]
+        if result is None
+        else wt.failures(result.calls, state, result.answer)
+    )
+    if result is not None:
+        _false_fills(result, wt, manifest, windows)
+    return {
+        "job_id": job_id(wt.id, spec),
+        "task_id": wt.id,
+        "kind": wt.kind,
+        "arm": spec.arm,
+        "eager": spec.eager,
+        "policy": spec.policy,
+        "detector": spec.detector,
+        "label": spec.label,
+        "success": not failures,
+        "failures": failures,
+        "error": error,
+        "answer": None if result is None else result.answer,
+        "final_fingerprint": fingerprint(state),
+        "expected_windows": list(wt.windows),
+        "summary": summary,
+        "turns": turns,
+        "calls": calls,
+        "windows": windows,
+    }
+
+
+def dumps(job: dict[str, Any]) -> str:
+    return json.dumps(job, sort_keys=True, default=str)

@@ -1,0 +1,69 @@
+"""Engine options shared by every command that talks to a model (run, bench, fabric)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from harness.engines.base import Engine
+from harness.errors import ConfigError
+
+__all__ = ("add_engine_arguments", "open_engine")
+
+ENGINES = ("vllm", "http", "scripted")
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("engine")
+    group.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="vllm",
+        help=(
+            "vllm (default): the in-process vLLM engine with prefix caching; "
+            "http: an OpenAI-compatible server (--base-url); "
+            "scripted: a test double that only replays forced gold calls (no model)"
+        ),
+    )
+    group.add_argument(
+        "--model",
+        metavar="PATH",
+        default=None,
+        help="a local Hugging Face model folder (default: the packaged SmolLM2-135M-Instruct, "
+        "prepared by `harness engine prepare`); for --engine http, the served model name",
+    )
+    group.add_argument(
+        "--base-url",
+        default=None,
+        help="for --engine http: the server's base URL, e.g. http://127.0.0.1:8000/v1",
+    )
+    group.add_argument(
+        "--api-key", default=None, help="for --engine http: bearer token (or OPENAI_API_KEY)"
+    )
+
+
+@asynccontextmanager
+async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
+    """Open the engine the options name; closes it on exit."""
+    kind = getattr(args, "engine", "vllm")
+    if kind == "scripted":
+        from harness.testing import ScriptedEngine
+
+        async with ScriptedEngine() as scripted:
+            yield scripted
+        return
+    if kind == "http":
+        if not args.base_url:
+            raise ConfigError("--engine http needs --base-url, e.g. http://127.0.0.1:8000/v1.")
+        from harness.engines.openai_http import OpenAIHTTPEngine
+
+        async with OpenAIHTTPEngine(
+            base_url=args.base_url, model=args.model or "default", api_key=args.api_key
+        ) as http:
+            yield http
+        return
+    from harness.engines.vllm import open_default_engine
+
+    async with open_default_engine(args.model) as engine:
+        yield engine
