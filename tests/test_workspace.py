@@ -195,7 +195,6 @@ def _windows(state: WorkspaceState) -> list[list[ToolCall]]:
             call("append_note", "n", key=k[1], text="y"),
             call("read_doc", "r", key=k[2]),
         ],
-        [call("add_tag", "t1", key=k[0], tag="x"), call("add_tag", "t2", key=k[0], tag="x")],
     ]
 
 
