@@ -165,7 +165,8 @@ class ScriptedEngine:
             )
             generated = max(1, len(_tokens(out_text)))
             prefill_s = (len(prompt) - cached) * self.prefill_ms_per_token / 1000
-            decode_s = generated * self.decode_ms_per_token / 1000
+            # as vLLM measures it: the first token comes with the prefill, decode is the rest
+            decode_s = (generated - 1) * self.decode_ms_per_token / 1000
             total = self.overhead_ms / 1000 + prefill_s + decode_s
             if total > 0:
                 await anyio.sleep(total)

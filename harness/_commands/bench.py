@@ -1,0 +1,183 @@
+"""``harness bench``: run the paper's protocol on the real engine and give R1-R4 verdicts."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from harness._commands._engine_args import add_engine_arguments, open_engine
+from harness.errors import ConfigError
+
+__all__ = ("register", "run")
+
+DESCRIPTION = """\
+Run the paper's never-run protocol on a real engine: every arm (S, F, F+eager, P, P+V) over the
+48 seeded workload tasks under the gold policy (same tokens in S and F: the dividend at fixed
+accuracy) and the model policy (the model chooses), the phase-heuristic detector as a control,
+and 32 BFCL simple + 32 parallel entries at temperature 0 to anchor the parallel-calling gap g.
+K loops (--concurrency, default 8) share one in-process vLLM engine.
+
+Writes to --out: results.jsonl (every turn, call and window; resumable: restart the same
+command and finished jobs are skipped), summary.json, regime.json (the measured regime, for
+`harness frontier --params`), report.md and PNG plots. The report states R1-R4 and the null
+arm with their numbers.
+"""
+
+EPILOG = """\
+examples:
+  harness bench --quick                          # a representative subset in a few minutes
+  harness bench --out runs/full                  # the full protocol (tens of minutes on 2 CPU cores)
+  harness bench --out runs/full                  # ...interrupted? the same command resumes
+  harness bench --tasks fan_out-10 chain-01 --arms S F --policy gold
+  harness bench --report-only runs/full          # recompute the report from results.jsonl
+  harness frontier --params runs/full/regime.json --n 2 6 10   # the closed form at the measured regime
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "bench",
+        help="run the 4-arm protocol on the real engine and report R1-R4 verdicts",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="5 tasks (fan-out n=2/6/10, a chain, a mixed), 4+4 BFCL entries",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output directory (default runs/quick or runs/full)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="workload, BFCL selection and latency seed (default 0)"
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        metavar="K",
+        help="loops sharing the engine (default 8)",
+    )
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=None,
+        metavar="ARM",
+        help="subset of S F F+eager P P+V (default all)",
+    )
+    parser.add_argument(
+        "--policy",
+        nargs="+",
+        choices=("gold", "model"),
+        default=None,
+        help="default: gold and model",
+    )
+    parser.add_argument(
+        "--tasks", nargs="+", default=None, metavar="ID", help="only these task ids"
+    )
+    parser.add_argument(
+        "--no-heuristic", action="store_true", help="skip the phase-heuristic control runs"
+    )
+    parser.add_argument(
+        "--bfcl",
+        type=int,
+        nargs=2,
+        default=(32, 32),
+        metavar=("SIMPLE", "PARALLEL"),
+        help="BFCL entries (default 32 32; 0 0 skips)",
+    )
+    parser.add_argument(
+        "--latency", type=float, default=0.5, metavar="S", help="tool latency L (default 0.5 s)"
+    )
+    parser.add_argument(
+        "--sigma", type=float, default=0.0, metavar="S", help="tool latency spread σ_L (default 0)"
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=160, help="generation budget per turn (default 160)"
+    )
+    parser.add_argument(
+        "--gap", type=float, default=2.8, metavar="PP", help="declared gap g for R4 (default 2.8pp)"
+    )
+    parser.add_argument(
+        "--report-only",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="recompute the report of DIR/results.jsonl without running anything",
+    )
+    add_engine_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from benchmarks.bench import ARM_LABELS, BenchPlan, load_results, run_bench, versions
+    from benchmarks.report import write_report
+
+    if args.report_only is not None:
+        path = args.report_only / "results.jsonl"
+        jobs = load_results(path)
+        if not jobs:
+            raise ConfigError(
+                f"No jobs in {str(path)!r}; run `harness bench --out {args.report_only}` first."
+            )
+        summary = write_report(
+            jobs,
+            args.report_only,
+            {"engine": "(from results)", "versions": versions()},
+            declared_gap_pp=args.gap,
+        )
+        _print_summary(summary, args.report_only)
+        return 0
+    if args.latency < 0 or args.sigma < 0:
+        raise ConfigError("--latency and --sigma must be zero or more seconds.")
+    out = args.out or Path("runs/quick" if args.quick else "runs/full")
+    plan = BenchPlan(
+        out=out, quick=args.quick, seed=args.seed, concurrency=args.concurrency,
+        arms=tuple(args.arms or ARM_LABELS), policies=tuple(args.policy or ("gold", "model")),
+        heuristic=not args.no_heuristic, bfcl_simple=args.bfcl[0], bfcl_parallel=args.bfcl[1],
+        latency_s=args.latency, latency_sigma_s=args.sigma, max_tokens=args.max_tokens,
+        task_ids=tuple(args.tasks or ()), declared_gap_pp=args.gap, engine_label=args.engine,
+        command="harness " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "",
+    )  # fmt: skip
+
+    async def go() -> dict[str, Any]:
+        async with open_engine(args) as engine:
+            return await run_bench(engine, plan, scripted=args.engine == "scripted")
+
+    summary = anyio.run(go)
+    _print_summary(summary, out)
+    return 0
+
+
+def _print_summary(summary: dict[str, Any], out: Path) -> None:
+    print()
+    print("per window size n (seconds, median; measured | closed form at the measured regime):")
+    print(f"{'n':>3} {'S':>13} {'F':>13} {'F+eager':>8} {'P':>13} {'F dividend':>17}")
+    for row in summary["per_n"]:
+        m, p = row["measured"], row["predicted"]
+        pair = {arm: _pair(m.get(arm), p[arm]) for arm in ("S", "F", "P")}
+        eager = m.get("F+eager")
+        div = row["dividend_F_measured"]
+        print(
+            f"{row['n']:>3} {pair['S']:>13} {pair['F']:>13} {eager if eager is None else f'{eager:8.2f}':>8} "
+            f"{pair['P']:>13} {'–' if div is None else f'{div:5.2f}':>7} | {row['dividend_F_predicted']:5.2f}"
+        )
+    print()
+    for verdict in summary["verdicts"]:
+        held = {True: "held", False: "VIOLATED", None: "not measured"}[verdict["held"]]
+        print(f"{verdict['name']:>4}: {held:<12} {verdict['summary']}")
+    print(
+        f"\nreport: {out / 'report.md'}  (results.jsonl, summary.json, regime.json, plots beside it)"
+    )
+
+
+def _pair(measured: float | None, predicted: float) -> str:
+    got = "  –  " if measured is None else f"{measured:5.2f}"
+    return f"{got} | {predicted:5.2f}"

@@ -1,0 +1,179 @@
+"""Claims about the benchmark: verdict logic, the regime estimator, resumption, the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from benchmarks.analysis import (
+    WindowMeasure,
+    estimate_regime,
+    measure_windows,
+    span,
+    verdict_null,
+    verdict_r1,
+    verdict_r2,
+    verdict_r3,
+    verdict_r4,
+)
+from benchmarks.bench import BenchPlan, load_results, plan_jobs, run_bench
+from harness import costmodel
+from harness.costmodel import Regime
+from harness.testing import ScriptedEngine
+
+NOMINAL = Regime()
+
+
+def windows_with_dividend(fraction: float, n: int = 6, count: int = 4) -> list[WindowMeasure]:
+    predicted = costmodel.wall_dividend_flattened(NOMINAL, n)
+    out = []
+    for i in range(count):
+        w = WindowMeasure(f"t{i}", n, tuple(f"call_{k}" for k in range(n)))
+        w.wall = {"S": 20.0, "F": 20.0 - fraction * predicted}
+        out.append(w)
+    return out
+
+
+def test_R1_is_violated_when_the_measured_dividend_is_under_half_the_closed_form() -> None:
+    verdict = verdict_r1(windows_with_dividend(0.3), NOMINAL)
+    assert verdict.held is False
+    assert verdict.figures["ratio"] == pytest.approx(0.3)
+    assert "E[max L]" in verdict.summary
+
+
+def test_R1_holds_at_or_above_half_and_ignores_windows_under_six() -> None:
+    assert verdict_r1(windows_with_dividend(0.55), NOMINAL).held is True
+    assert verdict_r1(windows_with_dividend(0.1, n=4), NOMINAL).held is None
+
+
+def job(task: str, arm: str, *, kind: str = "fan_out", policy: str = "gold", success: bool = True,
+        billed: int = 1000, wall: float = 10.0, windows: list[Any] | None = None,
+        detector: str = "schema_sound", eager: bool = False) -> dict[str, Any]:  # fmt: skip
+    return {
+        "job_id": f"{task}|{arm}|{policy}|{detector}|{eager}", "task_id": task, "kind": kind, "arm": arm,
+        "policy": policy, "detector": detector, "eager": eager, "success": success,
+        "summary": {"billed_tokens": billed, "wall_s": wall}, "turns": [], "calls": [],
+        "windows": windows or [],
+    }  # fmt: skip
+
+
+def test_R2_is_violated_when_F_bills_more_tokens_than_S() -> None:
+    jobs = [
+        job("a", "S", billed=1000),
+        job("a", "F", billed=1200),
+        job("b", "S", billed=900),
+        job("b", "F", billed=950),
+    ]
+    verdict = verdict_r2(jobs)
+    assert verdict.held is False
+    assert verdict.figures["mean_tokens"] == pytest.approx(-125.0)
+    assert verdict_r2([job("a", "S", billed=1000), job("a", "F", billed=800)]).held is True
+
+
+def test_R3_is_violated_when_F_loses_more_than_the_budget_and_reports_false_fills() -> None:
+    jobs = []
+    for i in range(20):
+        jobs.append(job(f"t{i}", "S", policy="model", success=True))
+        jobs.append(job(f"t{i}", "F", policy="model", success=i != 0))
+    jobs.append(
+        job(
+            "h",
+            "F",
+            detector="phase_heuristic",
+            windows=[{"call_ids": ["a", "b"], "false_fill": True}],
+        )
+    )
+    verdict = verdict_r3(jobs, budget_pp=1.0)
+    assert verdict.held is False
+    assert verdict.figures["model"]["delta_pp"] == pytest.approx(-5.0)
+    assert verdict.figures["false_fill_phase_heuristic"] == [1, 1]
+
+
+def test_R3_holds_when_accuracy_is_equal() -> None:
+    jobs = [job(f"t{i}", arm, success=i % 2 == 0) for i in range(10) for arm in ("S", "F")]
+    assert verdict_r3(jobs).held is True
+
+
+def test_R4_checks_the_gap_against_the_declared_band() -> None:
+    assert verdict_r4((30, 32), (29, 32)).held is True  # 3.1pp
+    outside = verdict_r4((20, 32), (5, 32))
+    assert outside.held is False
+    assert outside.figures["gap_pp"] == pytest.approx(100 * (20 - 5) / 32)
+    assert verdict_r4((0, 0), (0, 0)).held is None
+
+
+def test_the_null_arm_fails_if_a_chain_task_certifies_a_window() -> None:
+    jobs = [job("c", "S", kind="chain", wall=10), job("c", "F", kind="chain", wall=10,
+            windows=[{"call_ids": ["call_0", "call_1"]}])]  # fmt: skip
+    assert verdict_null(jobs).held is False
+    clean = [
+        job(f"c{i}", arm, kind="chain", wall=10 + 0.01 * i) for i in range(4) for arm in ("S", "F")
+    ]
+    assert verdict_null(clean).held is True
+
+
+def test_a_window_span_runs_from_the_first_call_turn_to_the_end_of_the_absorb_turn() -> None:
+    turns = [{"turn": t, "started": 10.0 * t, "wall_s": 1.0, "purpose": "call"} for t in range(5)]
+    calls = [{"call_id": "call_1", "turn": 1}, {"call_id": "call_2", "turn": 2}]
+    assert span({"turns": turns, "calls": calls}, ["call_1", "call_2"]) == pytest.approx(
+        30.0 + 1.0 - 10.0
+    )
+    assert span({"turns": turns, "calls": calls}, ["call_9"]) is None
+
+
+def _plan(tmp_path: Path, **kw: Any) -> BenchPlan:
+    base: dict[str, Any] = {
+        "out": tmp_path, "task_ids": ("fan_out-06", "fan_out-12"), "arms": ("S", "F"), "policies": ("gold",),
+        "heuristic": False, "bfcl_simple": 0, "bfcl_parallel": 0, "latency_s": 0.05, "concurrency": 1,
+    }  # fmt: skip
+    base.update(kw)
+    return BenchPlan(**base)
+
+
+def test_the_regime_estimator_recovers_injected_timings(tmp_path: Path) -> None:
+    engine = ScriptedEngine(prefill_ms_per_token=2.0, decode_ms_per_token=10.0, overhead_ms=30.0)
+    summary = anyio.run(run_bench, engine, _plan(tmp_path))
+    regime = Regime.from_json(summary["regime"])
+    assert regime.prefill_ms_per_token == pytest.approx(2.0, rel=0.01)
+    assert regime.decode_ms_per_token == pytest.approx(10.0, rel=0.01)
+    assert regime.overhead_s == pytest.approx(0.030, abs=0.015)
+    assert regime.tool_latency_s == pytest.approx(0.05, abs=0.02)
+    assert json.loads((tmp_path / "regime.json").read_text()) == summary["regime"]
+    assert (tmp_path / "report.md").read_text().startswith("# Benchmark report")
+
+
+def test_a_restarted_bench_skips_finished_jobs_and_reruns_a_torn_one(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, latency_s=0.0)
+    anyio.run(run_bench, ScriptedEngine(), plan)
+    path = tmp_path / "results.jsonl"
+    lines = path.read_text().splitlines()
+    assert len(lines) == len(plan_jobs(plan)) == 4
+    engine = ScriptedEngine()
+    anyio.run(run_bench, engine, plan)
+    assert engine.requests == []  # nothing re-ran
+    path.write_text(
+        "\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2]
+    )  # a crash mid-write
+    engine = ScriptedEngine()
+    anyio.run(run_bench, engine, plan)
+    assert engine.requests
+    assert {j["job_id"] for j in load_results(path)} == {p.id for p in plan_jobs(plan)}
+
+
+def test_measured_windows_pair_the_arms_of_one_task(tmp_path: Path) -> None:
+    summary = anyio.run(
+        run_bench, ScriptedEngine(), _plan(tmp_path, arms=("S", "F", "F+eager", "P"))
+    )
+    windows = measure_windows(load_results(tmp_path / "results.jsonl"))
+    assert sorted(w.n for w in windows) == [6, 9]
+    assert all(set(w.wall) == {"S", "F", "F+eager", "P"} for w in windows)
+    assert {row["n"] for row in summary["per_n"]} == {6, 9}
+
+
+def test_the_regime_estimate_keeps_nominal_values_it_cannot_measure() -> None:
+    regime = estimate_regime([], base=Regime(gap_pp=3.3))
+    assert regime == Regime(gap_pp=3.3)
