@@ -253,6 +253,30 @@ async def test_the_gold_policy_solves_every_task_under_every_arm(arm: Any) -> No
             assert tuple(w.n for w in result.windows if w.n >= 2) == task.windows, task.id
 
 
+@pytest.mark.anyio
+async def test_every_tool_result_is_the_same_bytes_in_every_arm() -> None:
+    for task in TASKS:
+        seen: dict[str, list[str]] = {}
+        for arm in ARMS:
+            toolset, state = task.toolset()
+            async with ScriptedEngine() as engine:
+                result = await run_loop(
+                    engine,
+                    toolset,
+                    task.task,
+                    LoopConfig(arm=arm, policy="gold"),
+                    manifest=MANIFEST,
+                )
+            by_call = {c.id: (c.name, c.arguments) for c in result.calls}
+            ordered = sorted(
+                json.dumps([*by_call[i], r.content]) for i, r in result.results.items()
+            )
+            seen[arm] = [*ordered, state.fingerprint()]
+        assert seen["F"] == seen["S"], task.id
+        assert seen["P"] == seen["S"], task.id
+        assert seen["P+V"] == seen["S"], task.id
+
+
 # ----------------------------------------------------------------------------- task files
 
 
