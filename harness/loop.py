@@ -57,13 +57,11 @@ Arm = Literal["S", "F", "P", "P+V"]
 Policy = Literal["model", "gold"]
 ARMS: tuple[Arm, ...] = ("S", "F", "P", "P+V")
 
+#: The same in every arm, so the prefix (system prompt and tools) is identical across arms;
+#: how many calls a reply may carry is the engine's format instruction
+#: (``GenerationSettings.parallel_tool_calls``), rendered after the tools.
 DEFAULT_SYSTEM = (
     "You are a careful assistant that solves the user's task with the tools provided. "
-    "Call one tool at a time; when you have everything you need, reply with the final answer."
-)
-PARALLEL_SYSTEM = (
-    "You are a careful assistant that solves the user's task with the tools provided. "
-    "When several calls do not depend on each other's results, emit them all in one message. "
     "When you have everything you need, reply with the final answer."
 )
 
@@ -198,10 +196,7 @@ class _Run:
         self.max_turns = task.max_turns or config.max_turns
 
     def _initial_messages(self) -> list[Message]:
-        parallel = self.config.arm in ("P", "P+V")
-        system = self.task.system or (PARALLEL_SYSTEM if parallel else DEFAULT_SYSTEM)
-        if self.task.system and parallel:
-            system = f"{system}\n{PARALLEL_SYSTEM}"
+        system = self.task.system or DEFAULT_SYSTEM
         return [
             {"role": "system", "content": system},
             {"role": "user", "content": self.task.prompt},

@@ -256,7 +256,7 @@ class Tool:
 
 
 def _schema_from_function(fn: ToolFn) -> tuple[dict[str, Any], type[pydantic.BaseModel]]:
-    hints = typing.get_type_hints(fn)
+    hints = typing.get_type_hints(fn, include_extras=True)  # keep Annotated constraints
     fields: dict[str, Any] = {}
     for pname, param in inspect.signature(fn).parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
