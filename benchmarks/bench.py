@@ -30,9 +30,9 @@ from benchmarks.bfcl import BFCLEntry, select_entries
 from benchmarks.jobs import JobSpec, dumps, job_id, run_job
 from benchmarks.tasks import WorkloadTask, generate_tasks
 from harness._progress import Progress
-from harness.engines.base import Engine, GenerationSettings
+from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
-from harness.ledger import Ledger, record_to_dict
+from harness.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop import Arm, LoopConfig, run_loop
 from toolsets.workspace import load_workspace_manifest
 
@@ -144,15 +144,13 @@ async def run_bfcl_job(engine: Engine, entry: BFCLEntry, spec: JobSpec) -> dict[
         policy="model",
         generation=GenerationSettings(max_tokens=spec.max_tokens, temperature=0.0),
     )
-    calls: list[Any] = []
     error = None
     try:
-        result = await run_loop(engine, entry.toolset(), entry.task(), config, ledger=ledger)
-        calls = list(result.calls)
-    except HarnessError as exc:
+        await run_loop(engine, entry.toolset(), entry.task(), config, ledger=ledger)
+    except HarnessError as exc:  # a stuck or rambling model: score what it did call
         error = f"{type(exc).__name__}: {exc}"
-        calls = [r for r in ledger.records if r.kind == "call"]
-    verdict = entry.score([c for c in calls if hasattr(c, "arguments") and hasattr(c, "id")])
+    calls = _distinct_calls(ledger)
+    verdict = entry.score(calls)
     records = [record_to_dict(r) for r in ledger.records]
     return {
         "job_id": f"bfcl-{entry.id}|{spec.arm}|model",
@@ -182,6 +180,33 @@ def _end_torn_line(path: Path) -> None:
         if last != b"\n":
             with path.open("a", encoding="utf-8") as out:
                 out.write("\n")
+
+
+def _distinct_calls(ledger: Ledger) -> list[ToolCall]:
+    """The calls a BFCL run made, in order, an identical repeat (same name and arguments)
+    counted once: tools return a constant stub, so a small model often re-issues its call."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for record in ledger.records:
+        if isinstance(record, CallRecord):
+            key = (
+                record.tool,
+                json.dumps(json.loads(record.arguments or "{}"), sort_keys=True)
+                if _is_json(record.arguments)
+                else record.arguments,
+            )
+            if key not in seen:
+                seen.add(key)
+                out.append(ToolCall(record.call_id, record.tool, record.arguments))
+    return out
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def load_results(path: Path) -> list[dict[str, Any]]:

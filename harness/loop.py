@@ -78,6 +78,8 @@ class LoopConfig:
     max_model_errors: int = 3
     max_repairs: int = 8
     max_resamples: int = 3
+    max_identical_calls: int = 3
+    parallel_token_factor: int = 4
     batched_repair: bool = True
     resample_temperature: float = 0.7
     max_window: int = 16
@@ -191,6 +193,10 @@ class _Run:
         self.window: OpenWindow | None = None
         self.windows_closed = 0
         self.tool_index: dict[str, int] = {}
+        self.emitted_turn: dict[str, int] = {}  # the turn that emitted each call
+        self.last_mistake = ""
+        self.last_call: tuple[str, str] | None = None
+        self.repeats = 0
         self.absorb_pending = False
         self.gold_group = 0
         self.max_turns = task.max_turns or config.max_turns
@@ -205,7 +211,10 @@ class _Run:
     # -- generation ---------------------------------------------------------------------------
 
     def _settings(self) -> GenerationSettings:
-        base = replace(self.config.generation, parallel_tool_calls=self.config.arm in ("P", "P+V"))
+        parallel = self.config.arm in ("P", "P+V")
+        base = replace(self.config.generation, parallel_tool_calls=parallel)
+        if parallel:  # one message carries a whole window of calls
+            base = replace(base, max_tokens=base.max_tokens * self.config.parallel_token_factor)
         if self.config.policy != "gold":
             return base
         gold = self.task.gold_steps
@@ -245,6 +254,8 @@ class _Run:
         if not completion.tool_calls:
             return completion
         calls = tuple(replace(c, id=f"call_{next(self.ids)}") for c in completion.tool_calls)
+        for c in calls:
+            self.emitted_turn[c.id] = self.turn
         return replace(completion, tool_calls=calls)
 
     def _record_turn(self, purpose: str, completion: Completion, started: float) -> None:
@@ -293,6 +304,7 @@ class _Run:
         if result.is_error:
             self.model_errors += 1
             self.consecutive_errors += 1
+            self.last_mistake = result.content
         else:
             self.consecutive_errors = 0
         self.ledger.emit(
@@ -301,7 +313,7 @@ class _Run:
                 call.id,
                 call.name,
                 call.arguments,
-                self.turn - 1,
+                self.emitted_turn.get(call.id, self.turn - 1),
                 mode,
                 window,
                 result.is_error,
@@ -314,9 +326,7 @@ class _Run:
 
     def _check_error_budget(self) -> None:
         if self.consecutive_errors > self.config.max_model_errors:
-            last = next(
-                (r.content for r in reversed(list(self.results.values())) if r.is_error), ""
-            )
+            last = self.last_mistake
             raise UsageLimitExceeded(
                 f"The model made {self.consecutive_errors} mistakes in a row (last: {last[:160]}); "
                 f"the budget is {self.config.max_model_errors}. Check the prompt and tool "
@@ -561,6 +571,7 @@ class _Run:
             if completion.finish_reason == "length" and not completion.tool_calls:
                 self._mistake(completion)
                 continue
+            self._check_stuck(completion)
             if self.config.arm == "P+V":
                 completion = await self._validated(completion)
             if self.config.arm in ("P", "P+V"):
@@ -571,16 +582,39 @@ class _Run:
             if done:
                 return completion.content
 
+    def _check_stuck(self, completion: Completion) -> None:
+        """A model that emits the very same call ``max_identical_calls`` turns in a row is stuck
+        in a loop: end the run with a typed error instead of burning the turn budget."""
+        if len(completion.tool_calls) != 1:
+            self.last_call, self.repeats = None, 0
+            return
+        call = completion.tool_calls[0]
+        key = (call.name, call.arguments)
+        self.repeats = self.repeats + 1 if key == self.last_call else 1
+        self.last_call = key
+        if self.repeats >= self.config.max_identical_calls:
+            raise UsageLimitExceeded(
+                f"The model emitted the same call {call.name}({call.arguments[:120]}) "
+                f"{self.repeats} turns in a row: it is stuck. Improve the prompt or the tool's "
+                "result, or raise max_identical_calls.",
+                run_id=self.run_id,
+                call_id=call.id,
+                tool=call.name,
+                turn=self.turn,
+            )
+
     def _mistake(self, completion: Completion) -> None:
         """A reply cut at max_tokens with no usable call: tell the model, count it."""
         self.model_errors += 1
         self.consecutive_errors += 1
+        limit = self._settings().max_tokens
+        self.last_mistake = f"a reply cut off at {limit} tokens with no usable call"
         self.messages.append(completion.to_message())
         self.messages.append(
             {
                 "role": "user",
                 "content": (
-                    f"Your reply was cut off at {self.config.generation.max_tokens} tokens. "
+                    f"Your reply was cut off at {limit} tokens. "
                     "Reply with one tool call or a short final answer."
                 ),
             }

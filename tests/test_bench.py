@@ -177,3 +177,28 @@ def test_measured_windows_pair_the_arms_of_one_task(tmp_path: Path) -> None:
 def test_the_regime_estimate_keeps_nominal_values_it_cannot_measure() -> None:
     regime = estimate_regime([], base=Regime(gap_pp=3.3))
     assert regime == Regime(gap_pp=3.3)
+
+
+def test_a_bfcl_run_scores_distinct_calls_even_when_the_model_repeats_itself() -> None:
+    from benchmarks.bench import _spec, run_bfcl_job
+    from benchmarks.bfcl import load_entries
+
+    entry = load_entries("simple")[0]
+    gold = entry.gold_calls()[0]
+
+    def repeat(messages: Any, tools: Any) -> Any:
+        return {"name": gold.name, "arguments": dict(gold.arguments)}
+
+    job = anyio.run(
+        run_bfcl_job, ScriptedEngine(repeat), entry, _spec(_plan(Path(".")), "S", "model")
+    )
+    assert job["success"] is True
+    assert "stuck" in (job["error"] or "")
+
+    def wrong(messages: Any, tools: Any) -> Any:
+        return {"name": gold.name, "arguments": {}}
+
+    job = anyio.run(
+        run_bfcl_job, ScriptedEngine(wrong), entry, _spec(_plan(Path(".")), "S", "model")
+    )
+    assert job["success"] is False

@@ -320,7 +320,7 @@ async def test_an_unknown_tool_becomes_an_error_result_the_model_sees() -> None:
 
 
 async def test_too_many_consecutive_mistakes_end_in_a_typed_error() -> None:
-    replies = [{"name": "nope", "arguments": {}}] * 10
+    replies = [{"name": "nope", "arguments": {"attempt": i}} for i in range(10)]
     with pytest.raises(UsageLimitExceeded, match="mistakes in a row"):
         await run_loop(
             ScriptedEngine(_script(replies)), make_toolset(seeded_store([])), Task(id="t", prompt="p"),
@@ -330,11 +330,12 @@ async def test_too_many_consecutive_mistakes_end_in_a_typed_error() -> None:
 
 async def test_a_model_that_never_stops_hits_the_turn_limit() -> None:
     def forever(messages: Any, tools: Any) -> Any:
-        return {"name": "read_doc", "arguments": {"key": "a"}}
+        turn = sum(m["role"] == "assistant" for m in messages)
+        return {"name": "read_doc", "arguments": {"key": "ab"[turn % 2]}}
 
     with pytest.raises(UsageLimitExceeded, match="limit of 5 turns"):
         await run_loop(
-            ScriptedEngine(forever), make_toolset(seeded_store(["a"])), Task(id="t", prompt="p"),
+            ScriptedEngine(forever), make_toolset(seeded_store(["a", "b"])), Task(id="t", prompt="p"),
             LoopConfig(max_turns=5),
         )  # fmt: skip
 
@@ -446,3 +447,25 @@ async def test_the_ledger_writes_a_jsonl_trace(tmp_path: Any) -> None:
     assert kinds.count("window") == 1
     assert kinds[-1] == "run"
     assert kinds.count("call") == len(KEYS) + 1
+
+
+async def test_a_withheld_call_is_recorded_at_the_turn_that_emitted_it() -> None:
+    result, _, _ = await gold_run("F")
+    turns = {r.call_id: r.turn for r in result.call_records}
+    assert [turns[f"call_{k}"] for k in range(len(KEYS) + 1)] == list(range(len(KEYS) + 1))
+
+
+async def test_a_model_stuck_repeating_one_call_ends_in_a_typed_error() -> None:
+    def stuck(messages: Any, tools: Any) -> Any:
+        return {"name": "read_doc", "arguments": {"key": "a"}}
+
+    engine = ScriptedEngine(stuck)
+    with pytest.raises(UsageLimitExceeded, match="3 turns in a row: it is stuck"):
+        await run_loop(engine, make_toolset(seeded_store(["a"])), Task(id="t", prompt="p"))
+    assert len(engine.requests) == 3
+
+
+async def test_a_parallel_arm_gets_a_token_budget_for_a_whole_window() -> None:
+    result, engine, _ = await gold_run("P", generation=GenerationSettings(max_tokens=50))
+    assert {r.settings.max_tokens for r in engine.requests} == {200}
+    assert result.summary.finished
