@@ -10,6 +10,7 @@ One root, one subclass per failure an operator can act on::
     │   ├── EngineDeadError           the engine is gone: every in-flight and new request fails fast
     │   └── EngineRequestError        one request failed (bad request, timeout, refused); others go on
     ├── UsageLimitExceeded            a budget ran out: turns, model mistakes, repairs, resamples
+    ├── NodeFailed                    a fabric node gave no usable output (verifier, tool error, input)
     └── ReplayDivergence              a replayed/scripted run saw a request it did not expect
 
 Model mistakes (unknown tool, bad JSON, schema failure, a tool that raises or times out) are
@@ -31,6 +32,7 @@ __all__ = (
     "EngineRequestError",
     "HarnessError",
     "ManifestError",
+    "NodeFailed",
     "ReplayDivergence",
     "ToolsetError",
     "UsageLimitExceeded",
@@ -108,6 +110,22 @@ class EngineRequestError(EngineError):
 
 class UsageLimitExceeded(HarnessError):
     """A run used up a budget: turns, consecutive model mistakes, D2 repairs or P+V resamples."""
+
+
+class NodeFailed(HarnessError):
+    """A node of the parallel execution fabric gave no usable output: its verifier kept
+    rejecting it after the repair budget, its tool call returned an error, or an input it
+    consumes failed. ``node`` names it; the message says why and how many attempts ran."""
+
+    def __init__(self, message: str, *, node: str | None = None, **context: Any) -> None:
+        super().__init__(message, **context)
+        self.node = node
+
+    def context(self) -> dict[str, Any]:
+        fields = super().context()
+        if self.node is not None:
+            fields["node"] = self.node
+        return fields
 
 
 class ReplayDivergence(HarnessError):

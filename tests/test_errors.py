@@ -16,6 +16,7 @@ from harness.errors import (
     EngineRequestError,
     HarnessError,
     ManifestError,
+    NodeFailed,
     ReplayDivergence,
     ToolsetError,
     UsageLimitExceeded,
@@ -33,6 +34,7 @@ DRAWN_TREE: dict[type[HarnessError], type[BaseException]] = {
     EngineDeadError: EngineError,
     EngineRequestError: EngineError,
     UsageLimitExceeded: HarnessError,
+    NodeFailed: HarnessError,
     ReplayDivergence: HarnessError,
 }
 
