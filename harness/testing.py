@@ -22,8 +22,9 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -170,6 +171,8 @@ class ScriptedEngine:
             total = self.overhead_ms / 1000 + prefill_s + decode_s
             if total > 0:
                 await anyio.sleep(total)
+            else:  # yield once, as a real engine would: requests submitted together overlap
+                await anyio.lowlevel.checkpoint()
             completion = Completion(
                 content=completion.content,
                 tool_calls=completion.tool_calls,
@@ -179,6 +182,68 @@ class ScriptedEngine:
             )
             request.completion = completion
             return completion
+        finally:
+            self._in_flight -= 1
+            request.finished = time.monotonic()
+
+    @property
+    def batches(self) -> list[list[ScriptedRequest]]:
+        """The requests grouped as a batching engine would have seen them: in arrival order, a
+        request joins the current batch if it arrived before any request of that batch had
+        finished (all were in flight together), else it opens the next batch."""
+        out: list[list[ScriptedRequest]] = []
+        first_finish = -math.inf
+        for request in sorted(self.requests, key=lambda r: r.started):
+            finish = request.finished or math.inf
+            if out and request.started < first_finish:
+                out[-1].append(request)
+                first_finish = min(first_finish, finish)
+            else:
+                out.append([request])
+                first_finish = finish
+        return out
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> AsyncIterator[str | Completion]:
+        """The optional streaming extension (see :mod:`harness.fabric.plan`): the reply text
+        one line at a time, each after its share of the simulated decode time (at least a
+        checkpoint), then the whole :class:`Completion` last. Recorded in ``requests`` like
+        :meth:`generate`; the request finishes after its last line."""
+        if self._closed:
+            raise EngineDeadError("ScriptedEngine is closed; open a new one.")
+        request = ScriptedRequest(
+            copy.deepcopy(list(messages)), list(tools), settings, time.monotonic()
+        )
+        self.requests.append(request)
+        self._in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            reply = self._to_completion(self._reply(messages, tools, settings))
+            text = reply.content or ""
+            prompt = _tokens(render_for_tokens(messages))
+            cached = self._cached(prompt)
+            self._seen.append(prompt)
+            prefill_s = (len(prompt) - cached) * self.prefill_ms_per_token / 1000
+            await anyio.sleep(self.overhead_ms / 1000 + prefill_s)
+            for line in text.splitlines(keepends=True):
+                await anyio.sleep(len(_tokens(line)) * self.decode_ms_per_token / 1000)
+                yield line
+            generated = max(1, len(_tokens(text)))
+            decode_s = generated * self.decode_ms_per_token / 1000
+            request.completion = Completion(
+                content=text,
+                usage=Usage(len(prompt), cached, generated),
+                timings=Timings(
+                    total_s=self.overhead_ms / 1000 + prefill_s + decode_s,
+                    prefill_s=prefill_s,
+                    decode_s=decode_s,
+                ),
+            )
+            yield request.completion
         finally:
             self._in_flight -= 1
             request.finished = time.monotonic()
