@@ -93,3 +93,45 @@ def schedules(draw: st.DrawFn, n: int) -> tuple[list[int], list[int]]:
     order = draw(st.permutations(list(range(n))))
     yields = draw(st.lists(st.integers(min_value=0, max_value=3), min_size=n, max_size=n))
     return list(order), yields
+
+
+# --------------------------------------------------------------------------------------------
+# Task graphs of the parallel execution fabric (harness/fabric)
+
+
+@st.composite
+def dag_specs(
+    draw: st.DrawFn, max_nodes: int = 12, max_deps: int = 3
+) -> list[tuple[str, tuple[str, ...]]]:
+    """A random DAG as ``[(id, deps), ...]``: each node depends on up to ``max_deps`` nodes
+    drawn before it (so it is acyclic), then the list is shuffled (so graph order is not a
+    topological order)."""
+    n = draw(st.integers(min_value=1, max_value=max_nodes))
+    ids = [f"n{i}" for i in range(n)]
+    spec = []
+    for i, node_id in enumerate(ids):
+        deps = draw(st.lists(st.sampled_from(ids[:i]), max_size=max_deps, unique=True)) if i else []
+        spec.append((node_id, tuple(deps)))
+    return draw(st.permutations(spec))
+
+
+@st.composite
+def ballots(draw: st.DrawFn, max_size: int = 7) -> tuple[list[str], list[float]]:
+    """Consensus samples drawn from a few answers spelled differently (case, spacing, JSON key
+    order), and one distinct temperature per sample."""
+    spellings = {
+        "paris": ["Paris", " paris ", "PARIS", "paris\n"],
+        "lyon": ["Lyon", "lyon", "  LYON"],
+        "json": ['{"a": 1, "b": 2}', '{"b":2,"a":1}', '{ "a" : 1 , "b" : 2 }'],
+    }
+    answers = draw(st.lists(st.sampled_from(sorted(spellings)), min_size=1, max_size=max_size))
+    samples = [draw(st.sampled_from(spellings[a])) for a in answers]
+    temps = draw(
+        st.lists(
+            st.integers(min_value=0, max_value=20),
+            min_size=len(samples),
+            max_size=len(samples),
+            unique=True,
+        )
+    )
+    return samples, [t / 10 for t in temps]

@@ -1,0 +1,104 @@
+"""The spec's example: a 14-node task graph of depth 4 (layers 4/5/3/2, CRP-SPEC-022 §2.1).
+
+The task is §8's "technical architecture document with cross-referenced sections". Six of
+the nodes are high-stakes MODERATE (consensus N=3 under the default gating, as in §2.4); the
+rest are TRIVIAL or SIMPLE. :func:`example_graph` builds it, :func:`example_plan` writes it
+as a JSON Lines plan, and :func:`demo_engine` is a scripted engine (no model) that answers the
+planner, the nodes and the composer, for trying the fabric without a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.engines.base import Message, ToolSpec
+from harness.fabric.graph import Criticality, Node, TaskGraph, llm_node
+from harness.fabric.plan import COMPOSER_SYSTEM, PLANNER_SYSTEM, plan_to_jsonl
+from harness.testing import ScriptedEngine
+
+__all__ = ("EXAMPLE_TASK", "demo_engine", "example_graph", "example_plan")
+
+EXAMPLE_TASK = (
+    "Write a short technical architecture document for an online bookshop, with "
+    "cross-referenced sections."
+)
+
+_T, _S, _M = Criticality.TRIVIAL, Criticality.SIMPLE, Criticality.MODERATE
+
+#: (id, prompt, deps, criticality, high stakes)
+_NODES: tuple[tuple[str, str, tuple[str, ...], Criticality, bool], ...] = (
+    ("T1", "List the main components of an online bookshop.", (), _S, False),
+    ("T2", "List the non-functional requirements of an online bookshop.", (), _S, False),
+    ("T3", "Describe the data flows of an online bookshop.", (), _S, False),
+    ("T4", "List the external services an online bookshop integrates with.", (), _T, False),
+    ("T5", "Write the component overview section.", ("T1",), _S, False),
+    ("T6", "Write the security section.", ("T2", "T4"), _M, True),
+    ("T7", "Write the data model section.", ("T3",), _S, False),
+    ("T8", "Write the deployment section.", ("T1", "T2"), _M, True),
+    ("T9", "Write the integrations section.", ("T3", "T4"), _S, False),
+    ("T10", "Cross-reference the components with the data model.", ("T5", "T7"), _M, True),
+    ("T11", "Write the failure modes section.", ("T6", "T8"), _M, True),
+    ("T12", "Write the API section.", ("T7", "T9"), _M, True),
+    ("T13", "Write the executive summary.", ("T10", "T11", "T12"), _S, False),
+    ("T14", "List contradictions between the sections.", ("T10", "T11", "T12"), _M, True),
+)
+
+
+def example_graph(*, consensus: bool = True, max_tokens: int | None = None) -> TaskGraph:
+    """The 14-node, depth-4 graph; ``consensus=False`` marks every node low-stakes."""
+    return TaskGraph(
+        llm_node(
+            nid,
+            prompt,
+            deps,
+            criticality=crit,
+            high_stakes=True if high and consensus else None,
+            max_tokens=max_tokens,
+        )
+        for nid, prompt, deps, crit, high in _NODES
+    )
+
+
+def example_plan(*, consensus: bool = True) -> str:
+    """The example graph as the JSON Lines plan a planner would write."""
+    return plan_to_jsonl(example_graph(consensus=consensus))
+
+
+def _demo_plan(task: str) -> str:
+    nodes: Sequence[Node] = [
+        llm_node("T1", f"Find the facts needed for: {task}"),
+        llm_node("T2", f"List the constraints of: {task}", criticality=_T),
+        llm_node("T3", "Draft the answer from the facts and constraints.", ("T1", "T2")),
+        llm_node(
+            "T4",
+            "Check the draft against the constraints.",
+            ("T3",),
+            criticality=_M,
+            high_stakes=True,
+        ),
+    ]
+    return plan_to_jsonl(nodes)
+
+
+def _demo_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+    system = str(messages[0].get("content", "")) if messages else ""
+    user = str(messages[-1].get("content", "")) if messages else ""
+    if system == PLANNER_SYSTEM:
+        return _demo_plan(user.removeprefix("Task: "))
+    if system == COMPOSER_SYSTEM:
+        steps = user.count("\n[")
+        return f"Final answer composed from {steps} step outputs."
+    step = user.split("\n", 1)[0].rstrip(".")
+    return f"Done: {step.lower()}."
+
+
+def demo_engine(*, overhead_ms: float = 40.0, decode_ms_per_token: float = 1.0) -> ScriptedEngine:
+    """A scripted engine for demos: canned plans, one-line answers, simulated latency (every
+    request costs ``overhead_ms`` plus decode time, and concurrent requests overlap like an
+    ideal batching engine)."""
+    return ScriptedEngine(
+        script=_demo_script,
+        overhead_ms=overhead_ms,
+        decode_ms_per_token=decode_ms_per_token,
+        name="scripted-demo",
+    )
