@@ -1,0 +1,338 @@
+"""``harness fabric``: run a task as a DAG on the parallel execution fabric and print its figures.
+
+``harness fabric run --prompt TEXT`` decomposes the task (one planner call), runs the plan's
+steps on the fabric (each as soon as its inputs are ready, ready steps batched, consensus on
+high-stakes steps) and composes the answer; ``harness fabric demo`` runs CRP-SPEC-022's
+example, 14 steps in layers 4/5/3/2. Both print every step and the PEF figures in the spec's
+header format. The real engine (in-process vLLM) is the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from harness.engines.base import Engine, GenerationSettings
+from harness.errors import ConfigError
+from harness.fabric import (
+    EXAMPLE_TASK,
+    Fabric,
+    FabricConfig,
+    FabricResult,
+    GatingPolicy,
+    NaiveBaseline,
+    PEFFigures,
+    PlanRun,
+    RepairPolicy,
+    demo_engine,
+    example_graph,
+    example_plan,
+    parse_plan,
+    plan_and_execute,
+)
+
+__all__ = ("register", "run")
+
+#: The packaged model's size (SmolLM2-135M-Instruct), for the compute figure.
+DEFAULT_MODEL_PARAMS = 135e6
+
+DESCRIPTION = """\
+Run a task on the parallel execution fabric (CRP-SPEC-022): decompose it into a DAG of
+steps (one planner call, JSON Lines, one step per line), run every step the moment its
+inputs are ready with ready steps submitted together so the engine batches them, batched
+consensus (N=3 at temperatures 0.3/0.6/0.9) on high-stakes moderate steps and N=5 plus a
+mandatory check on critical ones, then compose the answer (one call). Layer-0 steps start
+while the plan is still being written when the engine can stream.
+
+Prints each step (layer, mode, status, round, inferences, time, output), the answer and the
+PEF figures as the spec's headers: CRP-PEF-Layers (depth/steps), CRP-PEF-Batch-Efficiency
+(inferences per sequential batched round), CRP-PEF-Wall-Clock-Ms and
+CRP-PEF-Compute-Vs-Naive (model params × tokens against one pass of a 70B model over 3000
+tokens, unless --baseline-* say otherwise). Exit status 1 when a step failed.
+"""
+
+EPILOG = """\
+examples:
+  harness fabric demo                               # the spec's 14-step example on vLLM
+  harness fabric demo --engine scripted-demo        # the same without a model (simulated)
+  harness fabric demo --naive                       # one step at a time: the baseline
+  harness fabric demo --graph-only --no-consensus   # just the DAG, one pass per step
+  harness fabric run --prompt "Compare B-trees and LSM trees for a write-heavy store."
+  harness fabric run --prompt "..." --plan plan.jsonl --json > run.json
+
+plan format (--plan FILE; what the planner is asked to write), one step per line:
+  {"id": "T1", "prompt": "List the components.", "deps": []}
+  {"id": "T2", "prompt": "Write the security section.", "deps": ["T1"],
+   "criticality": "moderate", "high_stakes": true}
+"""
+
+
+def _engine_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("engine")
+    group.add_argument(
+        "--engine",
+        choices=("vllm", "http", "scripted-demo"),
+        default="vllm",
+        help="vllm (default): the in-process vLLM engine; http: an OpenAI-compatible server "
+        "(--base-url); scripted-demo: canned answers with simulated latency (no model)",
+    )
+    group.add_argument(
+        "--model",
+        metavar="PATH",
+        default=None,
+        help="a local Hugging Face model folder (default: the packaged SmolLM2-135M-Instruct); "
+        "for --engine http, the served model name",
+    )
+    group.add_argument("--base-url", default=None, help="for --engine http: the server's URL")
+    group.add_argument("--api-key", default=None, help="for --engine http: bearer token")
+
+
+def _fabric_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("fabric")
+    group.add_argument(
+        "--max-tokens", type=int, default=64, help="generation budget per step (default 64)"
+    )
+    group.add_argument(
+        "--temperature", type=float, default=0.0, help="single-pass temperature (default 0)"
+    )
+    group.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+    group.add_argument(
+        "--naive", action="store_true", help="one step and one request at a time (baseline)"
+    )
+    group.add_argument(
+        "--no-consensus", action="store_true", help="every step runs once (no batched consensus)"
+    )
+    group.add_argument(
+        "--no-speculative",
+        action="store_true",
+        help="parse the plan only once it is complete (no speculative decomposition)",
+    )
+    group.add_argument(
+        "--max-repairs", type=int, default=2, help="re-runs of a rejected step (default 2)"
+    )
+    group.add_argument(
+        "--model-params",
+        type=float,
+        default=None,
+        help="the model's parameter count for the compute figure (default: 135e6, the "
+        "packaged model, unless --model names another)",
+    )
+    group.add_argument(
+        "--baseline-params", type=float, default=70e9, help="naive model size (default 70e9)"
+    )
+    group.add_argument(
+        "--baseline-tokens", type=int, default=3000, help="naive pass tokens (default 3000)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the run as JSON")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``harness fabric`` (with ``run`` and ``demo``) to the CLI."""
+    parser = sub.add_parser(
+        "fabric",
+        help="run a task as a DAG of batched steps and report the PEF figures",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verbs = parser.add_subparsers(dest="fabric_command", metavar="{run,demo}")
+    run_parser = verbs.add_parser(
+        "run",
+        help="decompose a task, run the plan on the fabric, compose the answer",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run_parser.add_argument("--prompt", required=True, help="the task")
+    run_parser.add_argument(
+        "--plan",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="force this JSON Lines plan (the planner call still decodes it)",
+    )
+    demo_parser = verbs.add_parser(
+        "demo",
+        help="the spec's 14-step, depth-4 example (layers 4/5/3/2)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo_parser.add_argument(
+        "--graph-only",
+        action="store_true",
+        help="run only the DAG (no planner or composer call)",
+    )
+    for verb in (run_parser, demo_parser):
+        _engine_options(verb)
+        _fabric_options(verb)
+        verb.set_defaults(func=run)
+    parser.set_defaults(func=lambda args: _usage(parser))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _config(args: argparse.Namespace) -> FabricConfig:
+    if args.max_tokens < 1:
+        raise ConfigError(f"--max-tokens {args.max_tokens} is below 1; try --max-tokens 64.")
+    if args.max_repairs < 0:
+        raise ConfigError(f"--max-repairs {args.max_repairs} is negative; use 0 or more.")
+    params = args.model_params
+    if params is None and args.model is None:
+        params = DEFAULT_MODEL_PARAMS
+    return FabricConfig(
+        settings=GenerationSettings(
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            seed=args.seed,
+            constrain=False,
+        ),
+        gating=GatingPolicy(enabled=not args.no_consensus),
+        repair=RepairPolicy(max_repairs=args.max_repairs),
+        naive=args.naive,
+        model_params=params,
+        baseline=NaiveBaseline(args.baseline_params, args.baseline_tokens),
+    )
+
+
+@asynccontextmanager
+async def _open(args: argparse.Namespace) -> AsyncIterator[Engine]:
+    if args.engine == "scripted-demo":
+        async with demo_engine() as scripted:
+            yield scripted
+        return
+    from harness._commands._engine_args import open_engine
+
+    async with open_engine(args) as engine:
+        yield engine
+
+
+def _read_plan(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"Cannot read the plan '{path}': {exc.strerror or type(exc).__name__}. Pass an "
+            "existing JSON Lines file to --plan."
+        ) from None
+    parse_plan(text, strict=True)
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fabric run`` or ``fabric demo`` and print the steps and figures."""
+    config = _config(args)
+    demo = args.fabric_command == "demo"
+    graph_only = demo and args.graph_only
+    task = EXAMPLE_TASK if demo else args.prompt
+    if not task.strip():
+        raise ConfigError('--prompt is empty; pass the task, e.g. --prompt "Explain tides."')
+    plan: str | None = None
+    if demo:
+        plan = example_plan(consensus=not args.no_consensus)
+    elif args.plan is not None:
+        plan = _read_plan(args.plan)
+
+    async def go() -> tuple[FabricResult, PlanRun | None]:
+        async with _open(args) as engine:
+            if graph_only:
+                graph = example_graph(consensus=not args.no_consensus)
+                return await Fabric(engine, config=config).run(graph), None
+            outcome = await plan_and_execute(
+                engine, task, config=config, plan=plan, speculative=not args.no_speculative
+            )
+            return outcome.fabric, outcome
+
+    result, outcome = anyio.run(go)
+    figures = outcome.figures if outcome is not None else result.figures
+    if args.json:
+        print(json.dumps(_document(result, outcome, figures), indent=2, default=str))
+    else:
+        print(_report(result, outcome, figures))
+    return 0 if result.ok else 1
+
+
+def _document(result: FabricResult, outcome: PlanRun | None, figures: PEFFigures) -> dict[str, Any]:
+    layer_of = {nid: i for i, layer in enumerate(result.layers) for nid in layer}
+    return {
+        "task": outcome.task if outcome else EXAMPLE_TASK,
+        "plan": outcome.plan_text if outcome else None,
+        "problems": list(outcome.problems) if outcome else [],
+        "speculative": list(outcome.speculative) if outcome else [],
+        "nodes": [
+            {
+                "id": r.id,
+                "layer": layer_of[r.id],
+                "kind": r.kind,
+                "mode": r.mode,
+                "status": r.status,
+                "round": r.round,
+                "attempts": r.attempts,
+                "inferences": r.inferences,
+                "ms": round((r.finished - r.started) * 1000, 1) if r.started else 0.0,
+                "text": r.text,
+                "error": str(r.error) if r.error else None,
+            }
+            for r in result.nodes.values()
+        ],
+        "answer": outcome.answer if outcome else None,
+        "figures": figures.to_json(),
+    }
+
+
+def _one_line(text: str, width: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _report(result: FabricResult, outcome: PlanRun | None, figures: PEFFigures) -> str:
+    doc = _document(result, outcome, figures)
+    shape = "/".join(str(len(layer)) for layer in result.layers)
+    out = [
+        f"task: {doc['task']}",
+        f"graph: {figures.total} steps, depth {figures.depth}, layers {shape}",
+    ]
+    if outcome is not None:
+        if outcome.speculative:
+            out.append(f"started before the plan was complete: {' '.join(outcome.speculative)}")
+        out += [f"plan problem: {p}" for p in outcome.problems]
+    out.append("")
+    header = ("step", "layer", "mode", "status", "round", "inf", "ms", "output")
+    rows = [
+        (
+            n["id"],
+            str(n["layer"]),
+            n["mode"],
+            n["status"],
+            str(n["round"]),
+            str(n["inferences"]),
+            f"{n['ms']:.0f}",
+            _one_line(n["error"] or n["text"]),
+        )
+        for n in doc["nodes"]
+    ]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
+    for row in [header, *rows]:
+        cells = [c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)]
+        out.append("  ".join([*cells, row[-1]]))
+    if outcome is not None:
+        out += ["", f"answer: {outcome.answer.strip()}"]
+    out.append("")
+    out += [f"{k}: {v}" for k, v in figures.headers().items()]
+    if outcome is not None:
+        budget = f"the spec's budget for depth {figures.depth} is {figures.budget_rounds} rounds"
+    else:
+        budget = f"a graph of depth {figures.depth} needs at least {figures.depth}"
+    out.append(f"({figures.inferences} inferences in {figures.rounds} sequential rounds; {budget})")
+    if not result.ok:
+        out.append(f"failed steps: {', '.join(result.failed)}")
+    return "\n".join(out)
