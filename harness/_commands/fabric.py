@@ -325,7 +325,13 @@ def _report(result: FabricResult, outcome: PlanRun | None, figures: PEFFigures) 
         cells = [c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)]
         out.append("  ".join([*cells, row[-1]]))
     if outcome is not None:
-        out += ["", f"answer: {outcome.answer.strip()}"]
+        out += [
+            "",
+            f"planner: {outcome.planner.usage.completion_tokens} plan tokens in "
+            f"{outcome.planner.timings.total_s:.2f} s; composer: "
+            f"{outcome.composer.timings.total_s:.2f} s",
+            f"answer: {outcome.answer.strip()}",
+        ]
     out.append("")
     out += [f"{k}: {v}" for k, v in figures.headers().items()]
     if outcome is not None:
