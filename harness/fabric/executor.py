@@ -45,9 +45,9 @@ import structlog
 from anyio.abc import TaskGroup
 
 from harness.calls import ToolResult, execute_call
-from harness.certify import check_d1
 from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolCall, Usage
 from harness.errors import ConfigError, EngineRequestError, HarnessError, NodeFailed
+from harness.fabric._isolation import Isolation
 from harness.fabric.consensus import (
     Vote,
     completion_text,
@@ -180,32 +180,6 @@ class _Output:
     error: HarnessError | None = None  # a failure that ends the node at once
 
 
-class _Isolation:
-    """Tool nodes run beside each other only when their calls commute (D1)."""
-
-    def __init__(self, toolset: Toolset | None) -> None:
-        self._toolset = toolset
-        self._running: list[ToolCall] = []
-        self._changed = anyio.Event()
-
-    def _conflicts(self, call: ToolCall) -> bool:
-        if self._toolset is None or call.name not in self._toolset:
-            return False
-        return any(check_d1(self._toolset, [other, call]) for other in self._running)
-
-    @asynccontextmanager
-    async def slot(self, call: ToolCall) -> AsyncIterator[None]:
-        while self._conflicts(call):
-            await self._changed.wait()
-        self._running.append(call)
-        try:
-            yield
-        finally:
-            self._running.remove(call)
-            self._changed.set()
-            self._changed = anyio.Event()
-
-
 class Fabric:
     """Runs task graphs on ``engine`` (and tool nodes on ``toolset``); see the module docstring.
 
@@ -278,7 +252,7 @@ class Execution:
         self._sealed = False
         self._changed = anyio.Event()
         self._group: TaskGroup | None = None
-        self._isolation = _Isolation(fabric.toolset)
+        self._isolation = Isolation(fabric.toolset)
 
     # ------------------------------------------------------------------ public surface
 
