@@ -211,10 +211,21 @@ class _Run:
     # -- generation ---------------------------------------------------------------------------
 
     def _settings(self) -> GenerationSettings:
+        settings = self._policy_settings()
+        if settings.forced:  # room for the whole forced reply, whatever max_tokens says
+            text = sum(len(c.name) + len(c.arguments) + 24 for c in settings.forced)
+            settings = replace(settings, max_tokens=max(settings.max_tokens, text // 2 + 16))
+        return settings
+
+    def _policy_settings(self) -> GenerationSettings:
         parallel = self.config.arm in ("P", "P+V")
         base = replace(self.config.generation, parallel_tool_calls=parallel)
         if parallel:  # one message carries a whole window of calls
-            base = replace(base, max_tokens=base.max_tokens * self.config.parallel_token_factor)
+            base = replace(
+                base,
+                max_tokens=base.max_tokens * self.config.parallel_token_factor,
+                max_parallel_calls=self.config.max_window,
+            )
         if self.config.policy != "gold":
             return base
         gold = self.task.gold_steps

@@ -138,6 +138,8 @@ class GenerationSettings:
 
     ``parallel_tool_calls``: the model may (and is asked to) emit several independent calls in
     one message (arm P); otherwise at most one call per turn (arms S and F).
+    ``max_parallel_calls``: with parallel calls, the most one message may carry (engines that
+    constrain decoding enforce it, so a small model cannot list calls until ``max_tokens``).
     ``forced``: the exact calls the engine must emit this turn (the *gold* policy; an empty
     tuple forces a final answer ``forced_answer``). Engines that can constrain decoding
     (vLLM's structured outputs) still prefill and decode every token of it; the scripted
@@ -150,6 +152,7 @@ class GenerationSettings:
     temperature: float = 0.0
     seed: int | None = None
     parallel_tool_calls: bool = False
+    max_parallel_calls: int | None = None
     forced: tuple[ToolCall, ...] | None = None
     forced_answer: str | None = None
     constrain: bool = True
