@@ -6,6 +6,7 @@ The public API is re-exported here; see README.md for the tour.
 from __future__ import annotations
 
 from harness.calls import ToolResult, execute_call
+from harness.certkit import CertifiableToolset, CertificationReport, check_toolset
 from harness.costmodel import (
     Regime,
     WindowCosts,
@@ -74,6 +75,8 @@ from harness.tools import Effect, Tool, Toolset, tool
 
 __all__ = (
     "ArgSource",
+    "CertifiableToolset",
+    "CertificationReport",
     "Completion",
     "ConfigError",
     "Criticality",
@@ -117,6 +120,7 @@ __all__ = (
     "Verdict",
     "WindowCosts",
     "best_arm",
+    "check_toolset",
     "crossover_gap_tokens",
     "crossover_gap_wall",
     "execute_call",

@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 __all__ = ("COMMANDS", "build_parser", "main")
 
 #: Subcommand modules under ``harness._commands``, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("run", "bench", "tasks", "frontier", "engine", "fabric")
+COMMANDS: tuple[str, ...] = ("run", "bench", "tasks", "frontier", "engine", "fabric", "certify")
 
 DESCRIPTION = """\
 Run unattended tool-calling agent loops without the wall time and tokens that serial tool

@@ -31,6 +31,7 @@ from typing import Any, Self
 
 import anyio
 
+from harness.certkit import DEFAULT_EXAMPLES, CertificationReport, check_toolset
 from harness.engines.base import (
     Completion,
     GenerationSettings,
@@ -42,7 +43,7 @@ from harness.engines.base import (
 )
 from harness.errors import EngineDeadError, ReplayDivergence
 
-__all__ = ("Reply", "ScriptedEngine", "ScriptedRequest")
+__all__ = ("Reply", "ScriptedEngine", "ScriptedRequest", "certify_toolset")
 
 Reply = str | ToolCall | Mapping[str, Any] | Sequence[ToolCall | Mapping[str, Any]] | Completion
 ScriptFn = Callable[[Sequence[Message], Sequence[ToolSpec]], Reply]
@@ -247,3 +248,40 @@ class ScriptedEngine:
         finally:
             self._in_flight -= 1
             request.finished = time.monotonic()
+
+
+def certify_toolset(
+    toolset_factory: Any,
+    *,
+    manifest: Any = None,
+    examples: int = DEFAULT_EXAMPLES,
+    seed: int = 0,
+    deadline: float | None = None,
+    database: Any = None,
+    max_window: int = 5,
+) -> CertificationReport:
+    """The certification kit as one pytest assertion: check every effect claim of a toolset
+    (:func:`harness.certkit.check_toolset`) and raise :class:`AssertionError` with the report
+    when any claim is false; otherwise return the report (unverified claims do not fail)::
+
+        def test_my_tools_annotations_are_true():
+            certify_toolset(my_package.tools, manifest="manifests/my.toml")
+
+    ``toolset_factory``: a :class:`~harness.certkit.CertifiableToolset`, a module with
+    ``new_state``/``make_toolset``/``fingerprint``, a zero-argument factory of either, or a
+    bare :class:`~harness.tools.Toolset`. ``examples``, ``seed``, ``deadline`` (seconds),
+    ``database`` (a hypothesis example database) and ``max_window`` are hypothesis settings.
+    Call it from a plain ``def`` test: it runs its own event loops.
+    """
+    report = check_toolset(
+        toolset_factory,
+        manifest=manifest,
+        examples=examples,
+        seed=seed,
+        deadline=deadline,
+        database=database,
+        max_window=max_window,
+    )
+    if not report.ok:
+        raise AssertionError(report.render())
+    return report

@@ -135,3 +135,67 @@ def ballots(draw: st.DrawFn, max_size: int = 7) -> tuple[list[str], list[float]]
         )
     )
     return samples, [t / 10 for t in temps]
+
+
+# --------------------------------------------------------------------------------------------
+# Tool argument schemas for the certification kit's JSON Schema → strategy converter
+
+
+def _pydantic_schemas() -> list[dict[str, Any]]:
+    from typing import Annotated, Literal
+
+    import pydantic
+
+    class Address(pydantic.BaseModel):
+        city: Annotated[str, pydantic.Field(min_length=2, max_length=5)]
+        zip: Annotated[int, pydantic.Field(ge=1000, lt=10000, multiple_of=10)]
+
+    class Order(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="forbid")
+        id: Annotated[int, pydantic.Field(gt=0)]
+        kind: Literal["a", "b"]
+        ship_to: Address
+        backup: Address | None = None
+        items: Annotated[list[str], pydantic.Field(min_length=1, max_length=3)]
+        weight: Annotated[float, pydantic.Field(ge=0.5, le=2.5)]
+        rush: bool = False
+        tags: set[str] = set()
+
+    return [Order.model_json_schema()]
+
+
+_HANDWRITTEN: list[dict[str, Any]] = [
+    {"type": "object", "properties": {}, "additionalProperties": False},
+    {
+        "type": "object",
+        "properties": {
+            "mode": {"const": "fast"},
+            "level": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 4},
+            "ratio": {"type": "number", "minimum": 0, "maximum": 1},
+            "code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{2}$"},
+            "either": {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]},
+            "one": {"oneOf": [{"type": "boolean"}, {"type": "null"}]},
+            "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+            "maybe": {"type": ["string", "null"], "enum": ["x", None]},
+            "unique": {"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": True},
+            "free": {},
+            "map": {"type": "object", "additionalProperties": {"type": "integer"}},
+        },
+        "required": ["mode", "level", "code", "either", "pair"],
+    },
+    {
+        "type": "object",
+        "$defs": {"Node": {"type": "object", "properties": {"v": {"type": "integer"}}}},
+        "properties": {
+            "node": {"$ref": "#/$defs/Node"},
+            "all": {"allOf": [{"$ref": "#/$defs/Node"}]},
+        },
+        "required": ["node", "all"],
+    },
+]
+
+
+def tool_schemas() -> st.SearchStrategy[dict[str, Any]]:
+    """Argument schemas of the kinds tools use: pydantic's output ($defs, anyOf, bounds,
+    multipleOf, sets) and hand-written ones (const, pattern, prefixItems, oneOf, type lists)."""
+    return st.sampled_from([*_pydantic_schemas(), *_HANDWRITTEN])

@@ -20,6 +20,8 @@ The workload (``benchmarks/tasks.py``), the certification kit and the CLI use th
 * ``fingerprint(state) -> str`` — equal iff the stores are equal.
 * ``load_workspace_manifest(path=None) -> Manifest`` — ``manifests/workspace.toml``, checked
   against the toolset's tool and argument names.
+* ``resources(state)`` and ``example_values(state)`` — for the certification kit
+  (:mod:`toolsets.workspace.certification`): ``harness certify toolsets.workspace``.
 
 Every effect declaration is true: a certified window (D1 on these effects) run concurrently
 in any order leaves the same results and the same fingerprint as the serial run.
@@ -27,6 +29,7 @@ in any order leaves the same results and the same fingerprint as the serial run.
 
 from __future__ import annotations
 
+from toolsets.workspace.certification import example_values, resources
 from toolsets.workspace.latency import Latency
 from toolsets.workspace.manifest import MANIFEST_PATH, check_arguments, load_workspace_manifest
 from toolsets.workspace.store import (
@@ -52,8 +55,10 @@ __all__ = (
     "Latency",
     "WorkspaceState",
     "check_arguments",
+    "example_values",
     "fingerprint",
     "load_workspace_manifest",
     "make_toolset",
     "new_state",
+    "resources",
 )

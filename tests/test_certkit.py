@@ -1,0 +1,344 @@
+"""Claims about the certification kit: it catches every lie in the broken corpus with the
+right claim, passes the honest workspace, says "unverified" instead of passing what it cannot
+see, and its command line fails cleanly."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import Toolset, tool
+from harness._schema_strategies import arguments_strategy, from_schema
+from harness.certkit import (
+    DEFAULT_EXAMPLES,
+    CertifiableToolset,
+    CertificationReport,
+    check_toolset,
+    load_certifiable,
+)
+from harness.cli import main
+from harness.errors import ConfigError
+from harness.testing import certify_toolset
+from tests import broken_toolsets as broken
+from tests.strategies import tool_schemas
+
+# ------------------------------------------------------------------ JSON Schema → strategies
+
+
+@settings(max_examples=150, deadline=None)
+@given(schema=tool_schemas(), data=st.data())
+def test_generated_arguments_always_satisfy_their_schema(schema, data):
+    value = data.draw(from_schema(schema))
+    assert jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"key": {"type": "string", "minLength": 1}, "n": {"type": "integer"}},
+    "required": ["key", "n"],
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_example_values_are_favoured_and_invalid_ones_are_never_drawn(data):
+    strategy = arguments_strategy("t", SCHEMA, examples={"key": ["a", "b", ""], "t.n": [7]})
+    value = data.draw(strategy)
+    assert value["key"] != ""  # fails minLength: dropped from the examples
+    assert jsonschema.Draft202012Validator(SCHEMA).is_valid(value)
+
+
+def test_example_values_are_drawn_most_of_the_time():
+    strategy = arguments_strategy("t", SCHEMA, examples={"key": ["a", "b"], "t.n": [7]})
+    drawn: list[dict[str, Any]] = []
+
+    @settings(max_examples=200, deadline=None, database=None)
+    @given(strategy)
+    def collect(value):
+        drawn.append(value)
+
+    collect()
+    favoured = sum(v["key"] in ("a", "b") for v in drawn)
+    assert favoured > len(drawn) / 2
+    assert any(v["key"] not in ("a", "b") for v in drawn)  # the schema still gets a say
+
+
+@settings(max_examples=50, deadline=None)
+@given(data=st.data())
+def test_a_per_argument_strategy_replaces_the_schema_strategy(data):
+    strategy = arguments_strategy("t", SCHEMA, overrides={"t.key": st.just("only")})
+    assert data.draw(strategy)["key"] == "only"
+
+
+# ------------------------------------------------------------------------------- the corpus
+
+CORPUS = [
+    (broken.readonly_that_writes, None, {("read_doc", "read_only"), ("read_doc", "idempotent")}),
+    (broken.idempotent_that_appends, None, {("add_tag", "idempotent")}),
+    (broken.underreported_targets, None, {("set_status", "write_targets")}),
+    (broken.order_dependent, None, {("windows of all tools", "commutes")}),
+    (broken.underdeclared_read, None, {("windows of all tools", "commutes")}),
+    (
+        broken.hidden_placeholder,
+        broken.HIDDEN_PLACEHOLDER_MANIFEST,
+        {("skill scan_then_follow", "D2")},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("factory", "manifest", "expected"), CORPUS, ids=[c[0].__name__ for c in CORPUS]
+)
+def test_each_broken_toolset_is_caught_with_the_right_claim_named(factory, manifest, expected):
+    report = check_toolset(factory(), manifest=manifest)
+    assert not report.ok
+    assert {(c.subject, c.claim) for c in report.false} == expected
+    for claim in report.false:
+        ce = claim.counterexample
+        assert ce is not None
+        assert ce.calls, "a counterexample names the calls"
+        assert ce.fix
+        assert ce.expected != ce.actual
+        tool_names = {name for name, _ in ce.calls}
+        assert any(f"'{name}'" in ce.message for name in tool_names)
+
+
+def test_a_false_claim_is_shrunk_to_a_minimal_counterexample():
+    report = check_toolset(broken.order_dependent())
+    (claim,) = report.false
+    assert claim.counterexample is not None
+    assert len(claim.counterexample.calls) == 2  # two tickets are enough to disagree
+
+
+def test_the_report_says_the_tool_the_claim_the_arguments_both_outcomes_and_the_fix():
+    report = check_toolset(broken.idempotent_that_appends(), examples=10)
+    text = report.render()
+    assert "FALSE  add_tag: idempotent" in text
+    assert "#0 add_tag({" in text
+    assert "called once:" in text
+    assert "called twice" in text
+    assert "differs doc:" in text
+    assert "fix: Mark 'add_tag' idempotent=False" in text
+    assert "1 FALSE" in text.splitlines()[-1]
+
+
+def test_the_same_seed_gives_the_same_counterexample():
+    first = check_toolset(broken.order_dependent(), seed=3)
+    second = check_toolset(broken.order_dependent(), seed=3)
+    assert first.false
+    assert [c.to_json() for c in first.claims] == [c.to_json() for c in second.claims]
+
+
+def test_an_honest_toolset_passes_every_claim():
+    report = check_toolset(broken.honest())
+    assert report.ok
+    assert not report.unverified
+    assert {(c.subject, c.claim) for c in report.claims} == {
+        ("read_doc", "read_only"),
+        ("read_doc", "idempotent"),
+        ("set_status", "idempotent"),
+        ("set_status", "write_targets"),
+        ("add_tag", "idempotent"),
+        ("add_tag", "write_targets"),
+        ("windows of all tools", "commutes"),
+    }
+
+
+def test_the_fixed_manifest_passes_D2_where_the_hidden_placeholder_fails():
+    report = check_toolset(
+        broken.honest(), manifest=broken.HIDDEN_PLACEHOLDER_MANIFEST, examples=20
+    )
+    by_skill = {c.phase: c.status for c in report.claims if c.claim == "D2"}
+    assert by_skill == {"scan_then_follow": "FALSE", "fixed": "passed"}
+
+
+def test_the_honest_workspace_certifies_with_the_default_example_count():
+    """The runtime of this test is the figure quoted in the README (about 30 s on 2 cores)."""
+    report = check_toolset("toolsets.workspace")
+    assert report.ok, report.render()
+    assert not report.unverified
+    assert report.examples == DEFAULT_EXAMPLES
+    claims = {(c.subject, c.claim) for c in report.claims}
+    assert ("append_note", "write_targets") in claims
+    assert ("append_note", "idempotent") not in claims  # it does not claim it
+    assert ("windows of all tools", "commutes") in claims
+    assert len(report.claims) == 16
+
+
+def test_the_workspace_manifest_adds_its_phases_and_D2_per_skill():
+    from toolsets.workspace import load_workspace_manifest
+
+    report = check_toolset("toolsets.workspace", manifest=load_workspace_manifest(), examples=5)
+    assert report.ok, report.render()
+    subjects = {c.subject for c in report.claims}
+    assert "windows of handover.handover" in subjects
+    assert "skill triage" in subjects
+    assert "skill follow" not in subjects  # chains only: nothing certifies
+
+
+def test_the_mislabeled_workspace_is_caught():
+    report = check_toolset(broken.mislabeled_workspace(), examples=10)
+    assert [(c.subject, c.claim) for c in report.false] == [("append_note", "idempotent")]
+
+
+# -------------------------------------------------------------- what cannot be fingerprinted
+
+
+def test_write_targets_are_unverified_not_passed_without_resources():
+    report = check_toolset(broken.order_dependent())
+    (targets,) = [c for c in report.claims if c.claim == "write_targets"]
+    assert targets.status == "unverified"
+    assert "resources" in targets.reason
+
+
+def test_an_open_world_tool_is_checked_for_idempotence_by_results_only():
+    report = check_toolset(broken.open_world(), examples=10)
+    notify = {c.claim: c for c in report.claims if c.tool == "notify"}
+    assert notify["idempotent"].status == "passed"
+    assert "results only" in notify["idempotent"].reason
+    assert notify["write_targets"].status == "unverified"
+    assert "open_world" in notify["write_targets"].reason
+    assert any("notify" in note for note in report.notes)  # left out of windows
+
+
+def test_a_spec_file_is_loaded_and_every_claim_it_cannot_run_is_unverified(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(broken.SPEC))
+    report = check_toolset(str(path), examples=5)
+    assert report.ok
+    assert report.tools == ("lookup", "store")
+    assert not report.passed
+    assert {c.claim for c in report.unverified} == {"read_only", "idempotent", "write_targets"}
+    assert all("declared only" in c.reason for c in report.unverified)
+    assert "no state factory" in report.notes[0]
+
+
+def test_a_stateless_toolset_is_checked_for_idempotence_by_results_and_can_fail_it():
+    calls = {"n": 0}
+
+    @tool(idempotent=True, write_targets="remote:{key}")
+    def put(key: str) -> str:
+        """A remote write that reports a version number (changes on every call)."""
+        calls["n"] += 1
+        return f"{key} v{calls['n']}"
+
+    report = check_toolset(Toolset([put]), examples=10)
+    by_claim = {c.claim: c for c in report.claims}
+    assert by_claim["idempotent"].status == "FALSE"
+    assert by_claim["write_targets"].status == "unverified"
+    assert by_claim["commutes"].status == "unverified"
+
+
+# ------------------------------------------------------------------------- the pytest helper
+
+
+def test_certify_toolset_returns_the_report_for_an_honest_toolset():
+    report = certify_toolset(broken.honest, examples=10)
+    assert isinstance(report, CertificationReport)
+    assert report.ok
+
+
+def test_certify_toolset_raises_an_assertion_with_the_report_on_a_false_claim():
+    with pytest.raises(AssertionError, match=r"FALSE  read_doc: read_only"):
+        certify_toolset(broken.readonly_that_writes(), examples=10)
+
+
+@pytest.mark.anyio
+async def test_the_kit_refuses_to_run_inside_an_event_loop_with_a_clear_error():
+    with pytest.raises(ConfigError, match="plain `def` test"):
+        check_toolset(broken.honest())
+
+
+# ------------------------------------------------------------------------------- loading
+
+
+def test_toolset_names_load_as_modules_objects_and_factories():
+    module = load_certifiable("toolsets.workspace")
+    assert module.resources is not None
+    assert module.example_values is not None
+    factory = load_certifiable("tests.broken_toolsets:honest")
+    assert isinstance(factory, CertifiableToolset)
+    assert factory.stateful
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("no_such_pkg.tools", "no module named 'no_such_pkg'"),
+        ("tests.broken_toolsets:nothing_here", "has no attribute 'nothing_here'"),
+        ("harness.errors", "lacks new_state, make_toolset, fingerprint"),
+        ("tests.broken_toolsets:", "malformed"),
+        ("missing.json", "does not exist"),
+    ],
+)
+def test_a_bad_toolset_name_is_a_config_error_that_says_what_to_pass(spec, message):
+    with pytest.raises(ConfigError, match=message):
+        load_certifiable(spec)
+
+
+# ----------------------------------------------------------------------------------- the CLI
+
+
+def test_cli_exits_0_when_no_claim_is_false(capsys):
+    assert main(["certify", "tests.broken_toolsets:honest", "--examples", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "7 claims: 7 passed, 0 FALSE, 0 unverified" in out
+
+
+def test_cli_exits_1_on_a_false_claim_and_prints_the_counterexample(capsys):
+    assert main(["certify", "tests.broken_toolsets:underreported_targets", "--examples", "20"]) == 1
+    out = capsys.readouterr().out
+    assert "FALSE  set_status: write_targets" in out
+    assert "fix: Add ['doc:" in out
+
+
+def test_cli_json_has_the_documented_shape(capsys):
+    code = main(["certify", "tests.broken_toolsets:order_dependent", "--json", "--seed", "1"])
+    assert code == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc) == [
+        "toolset", "tools", "seed", "examples", "manifest", "ok", "summary", "elapsed_s",
+        "notes", "claims",
+    ]  # fmt: skip
+    assert doc["ok"] is False
+    assert doc["seed"] == 1
+    assert doc["summary"] == {"passed": 0, "false": 1, "unverified": 1}
+    claims = {c["claim"]: c for c in doc["claims"]}
+    assert list(claims["commutes"]) == [
+        "claim", "tool", "phase", "status", "examples", "reason", "counterexample",
+    ]  # fmt: skip
+    ce = claims["commutes"]["counterexample"]
+    assert list(ce) == ["calls", "message", "expected", "actual", "fix", "flaky"]
+    assert list(ce["expected"]) == ["label", "results", "state", "details"]
+    assert ce["calls"][0]["name"] == "open_ticket"
+    assert claims["write_targets"]["status"] == "unverified"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["certify", "no_such_pkg.tools"],
+        ["certify", "tests.broken_toolsets:nothing_here"],
+        ["certify", "harness.errors"],
+        ["certify", "tests.broken_toolsets:honest", "--examples", "0"],
+        ["certify", "tests.broken_toolsets:honest", "--manifest", "nowhere.toml"],
+    ],
+)
+def test_cli_bad_input_exits_2_with_an_error_line_not_a_traceback(capsys, argv):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert "Traceback" not in err
+
+
+def test_cli_help_teaches_the_contract_and_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["certify", "--help"])
+    out = capsys.readouterr().out
+    for needle in ("new_state(seed)", "resources(state)", "exit status", "--json", "unverified"):
+        assert needle in out
