@@ -503,13 +503,13 @@ def check_toolset(
 
 
 def _refuse_running_loop() -> None:
-    import sniffio
+    import asyncio
 
     try:
-        library = sniffio.current_async_library()
-    except sniffio.AsyncLibraryNotFoundError:
+        asyncio.get_running_loop()
+    except RuntimeError:
         return
     raise ConfigError(
-        f"The certification kit runs its own event loops and was called inside a running "
-        f"{library} loop: call it from synchronous code (a plain `def` test, not `async def`)."
+        "The certification kit runs its own event loops and was called inside a running "
+        "event loop: call it from synchronous code (a plain `def` test, not `async def`)."
     )
