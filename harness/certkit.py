@@ -408,7 +408,11 @@ def _render_false(c: ClaimResult) -> list[str]:
     lines = [
         head,
         f"  {ce.message}"
-        + (" (not reproducible every run: it depends on timing)" if ce.flaky else ""),
+        + (
+            " (it did not reproduce on a re-run: the outcome depends on timing or hidden state)"
+            if ce.flaky
+            else ""
+        ),
     ]
     lines.append("  calls:")
     lines.extend(
