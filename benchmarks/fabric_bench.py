@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import structlog
 
 from harness.engines.base import Engine, GenerationSettings, Message
 from harness.fabric import (
@@ -216,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="a local HF model folder")
     parser.add_argument("--json", metavar="FILE", type=Path, default=None, help="write JSON")
     args = parser.parse_args(argv)
+    # The fabric logs every node at debug level; keep the report readable.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
     async def go() -> dict[str, Any]:
         from harness.engines.vllm import open_default_engine
