@@ -324,14 +324,27 @@ class _SchemaSoundTracker(_TrackerBase):
             if src.is_result_placeholder and src.ref == self.window.phase
         )
 
+    def _rivals(self, tool: str, index: int | None) -> list[Phase]:
+        """Later phases that may own a call attributed to an open-ended phase: when the
+        attributed phase declares no slot count, nothing says where it ends, so a call of a
+        tool that a later phase also lists may belong to either."""
+        if self.skill is None or index is None:
+            return []
+        phase = self.skill.phases[index]
+        if phase.slot_count(self.inputs) is not None:
+            return []
+        return [p for p in self.skill.phases[index + 1 :] if tool in p.tools]
+
     def admit(self, call: ToolCall) -> Admission:
         index = self._locate(call.name)
         phase = None if index is None or self.skill is None else self.skill.phases[index]
+        rivals = self._rivals(call.name, index)
         if index is not None and index != self.phase_index:
             self.phase_index, self.phase_calls = index, 0
         pname = phase.name if phase else None
-        # D2 against the open window: generated while results it needs were withheld.
-        dependent = self._needs_withheld(call, phase)
+        # D2 against the open window: generated while results it needs were withheld
+        # (under any phase the call may belong to).
+        dependent = sorted({a for p in (phase, *rivals) for a in self._needs_withheld(call, p)})
         if dependent:
             closes = self.close("D2_dependent_call")
             failure = Failure(
@@ -345,6 +358,17 @@ class _SchemaSoundTracker(_TrackerBase):
         if index is not None:
             self.phase_calls += 1
         failures = self._certify_one(call, phase)
+        if not failures and rivals:
+            failures = [
+                Failure(
+                    "D3",
+                    "D3_ambiguous_phase",
+                    f"'{call.name}' may belong to phase {pname!r} or to later phase(s) "
+                    f"{[p.name for p in rivals]}; {pname!r} declares no slot count, so its end "
+                    "is unknown",
+                    call.id,
+                )
+            ]
         if failures:
             reason = failures[0].code
             closes = self.close(reason if self.window else "")

@@ -302,3 +302,59 @@ def test_certification_never_reads_results() -> None:
     verdict = tracker.admit(call(0, "read_doc", key="a"))
     assert verdict.action == "join"
     assert verdict.completes is not None
+
+
+AMBIGUOUS = Manifest.from_dict(
+    {
+        "skills": {
+            "two_reads": {
+                "phases": [
+                    {"name": "gather", "kind": "fan_out", "tools": ["read_doc"]},
+                    {
+                        "name": "follow",
+                        "kind": "fan_out",
+                        "tools": ["read_doc"],
+                        "args": {"read_doc.key": "result:gather"},
+                    },
+                ]
+            }
+        }
+    }
+).skill("two_reads")
+
+
+def test_a_call_that_may_belong_to_a_later_dependent_phase_is_never_windowed() -> None:
+    """An open-ended fan-out phase followed by a phase that reuses its tool on its results:
+    the second read may be the dependent one, so it must not join the first read's window."""
+    tracker = SchemaSoundDetector().tracker(make_toolset(Store()), AMBIGUOUS, {})
+    first = tracker.admit(call(0, "read_doc", key="a"))
+    second = tracker.admit(call(1, "read_doc", key="from-a"))
+    assert first.action == "serial"
+    assert first.failures[0].code == "D3_ambiguous_phase"
+    assert second.action == "serial"
+    assert tracker.open_calls == ()
+
+
+def test_a_slot_count_resolves_the_ambiguity() -> None:
+    slotted = Manifest.from_dict(
+        {
+            "skills": {
+                "s": {
+                    "phases": [
+                        {"name": "gather", "kind": "fan_out", "tools": ["read_doc"], "slots": 2},
+                        {
+                            "name": "follow",
+                            "kind": "chain",
+                            "tools": ["read_doc"],
+                            "args": {"read_doc.key": "result:gather"},
+                        },
+                    ]
+                }
+            }
+        }
+    ).skill("s")
+    tracker = SchemaSoundDetector().tracker(make_toolset(Store()), slotted, {})
+    assert tracker.admit(call(0, "read_doc", key="a")).action == "join"
+    closing = tracker.admit(call(1, "read_doc", key="b"))
+    assert closing.completes is not None
+    assert tracker.admit(call(2, "read_doc", key="from-a")).action == "serial"
