@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def anyio_backend() -> str:
+    # Session scope, so session-scoped async fixtures (the shared real engine) share the loop.
     return "asyncio"
 
 
@@ -48,3 +51,35 @@ def _no_real_engine_in_unit_tests(
         original_init(self, llm, *args, **kwargs)
 
     monkeypatch.setattr(engine_cls, "__init__", guarded_init)
+
+
+# -- the real engine, shared by every test marked `engine` -----------------------------------
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """The prepared SmolLM2-135M-Instruct folder (converted on first use)."""
+    from harness.model import prepare_model
+
+    return prepare_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path) -> Path:
+    """A random-weight 2-layer Llama folder with SmolLM2's tokenizer (start with
+    ``tests.engine_support.TINY_SETTINGS``)."""
+    from tests.engine_support import build_tiny_model
+
+    return build_tiny_model(smollm2_dir, tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+async def real_engine(smollm2_dir: Path) -> AsyncIterator[Any]:
+    """One VLLMEngine on SmolLM2 for the whole session (starting one costs 10-40 s)."""
+    from harness.engines.vllm import VLLMEngine
+
+    engine = await VLLMEngine.start(smollm2_dir)
+    try:
+        yield engine
+    finally:
+        await engine.aclose()

@@ -1,0 +1,346 @@
+"""The same engine protocol over any OpenAI-compatible ``/v1/chat/completions`` server.
+
+:class:`OpenAIHTTPEngine` sends the chat and the tools (``tools``, ``parallel_tool_calls``)
+and reads back the assistant message, ``usage`` (with ``prompt_tokens_details.cached_tokens``
+when the server reports it) and the finish reason. It takes an injected
+``httpx.AsyncClient`` (tests use ``httpx.MockTransport``) or creates and owns one.
+
+Two prompt formats:
+
+- ``tool_format="openai"`` (default): tools go in the request and the server's own tool-call
+  parser returns ``tool_calls`` — what OpenAI, vLLM with ``--enable-auto-tool-choice`` and
+  most servers do.
+- ``tool_format="harness"``: the chat is rendered exactly as :class:`~harness.engines.vllm.
+  VLLMEngine` renders it (tools in the system prompt, the harness's JSON reply format, see
+  :mod:`harness.engines._format`) and the reply is parsed by the harness. Use it for models
+  whose chat template has no tool syntax (SmolLM2) behind a plain server.
+
+Failures: 429 and 5xx are retried with bounded exponential backoff (``Retry-After`` is
+honoured up to ``max_backoff_s``), then fail with :class:`~harness.errors.EngineRequestError`;
+other 4xx fail at once with the status and the server's message; a server that cannot be
+reached fails with :class:`~harness.errors.EngineDeadError` naming the URL.
+
+The gold policy (``settings.forced``) needs decoding constrained to the exact reply: with
+``server_supports_structured_outputs=True`` (a vLLM server) the request carries vLLM's
+``structured_outputs`` extension; otherwise it is a :class:`~harness.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import anyio
+import httpx
+
+from harness.engines import _format
+from harness.engines.base import (
+    Completion,
+    GenerationSettings,
+    Message,
+    Timings,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from harness.errors import ConfigError, EngineDeadError, EngineRequestError
+
+__all__ = ("OpenAIHTTPEngine",)
+
+_RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The error text a server put in its body (OpenAI's ``{"error": {"message"}}`` etc.)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:500] or response.reason_phrase
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping):
+            for key in ("message", "detail", "msg"):
+                if isinstance(error.get(key), str):
+                    return str(error[key])
+        if isinstance(error, str):
+            return error
+        if isinstance(body.get("detail"), str):
+            return str(body["detail"])
+    return str(body)[:500]
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+class OpenAIHTTPEngine:
+    """An :class:`~harness.engines.base.Engine` over an OpenAI-compatible HTTP server.
+
+    ``base_url`` is the API root, e.g. ``http://127.0.0.1:8000/v1``; ``model`` the served
+    model name. ``api_key`` defaults to ``$OPENAI_API_KEY`` (sent as a bearer token if set).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        client: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 300.0,
+        max_retries: int = 4,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        tool_format: Literal["openai", "harness"] = "openai",
+        server_supports_structured_outputs: bool = False,
+        extra_body: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if tool_format not in ("openai", "harness"):
+            raise ConfigError(f"tool_format must be 'openai' or 'harness', not {tool_format!r}.")
+        if max_retries < 0 or backoff_s < 0 or max_backoff_s < 0 or timeout_s <= 0:
+            raise ConfigError(
+                "max_retries, backoff_s and max_backoff_s must be >= 0 and timeout_s > 0; "
+                f"got {max_retries}, {backoff_s}, {max_backoff_s}, {timeout_s}."
+            )
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
+        self.model = model
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.tool_format = tool_format
+        self.server_supports_structured_outputs = server_supports_structured_outputs
+        self.extra_body = dict(extra_body or {})
+        self.name = name or f"http:{model}"
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=timeout_s)
+        self._closed = False
+        self._in_flight: set[anyio.CancelScope] = set()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Fail in-flight requests with EngineDeadError and close the engine (and the HTTP
+        client, if this engine created it)."""
+        if self._closed:
+            return
+        self._closed = True
+        for scope in list(self._in_flight):
+            scope.cancel()
+        if self._owns_client:
+            with anyio.CancelScope(shield=True):
+                await self._client.aclose()
+
+    # ------------------------------------------------------------------ request body
+
+    def _body(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: GenerationSettings
+    ) -> tuple[dict[str, Any], str | None]:
+        forced = _format.forced_text(settings, tools)
+        if forced is not None and not self.server_supports_structured_outputs:
+            raise ConfigError(
+                "The gold policy forces exact replies, which needs constrained decoding: use the "
+                "in-process engine (VLLMEngine) or a vLLM server with "
+                "server_supports_structured_outputs=True."
+            )
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": settings.max_tokens,
+            "temperature": settings.temperature,
+        }
+        if settings.seed is not None:
+            body["seed"] = settings.seed
+        if settings.stop:
+            body["stop"] = list(settings.stop)
+        if self.tool_format == "harness":
+            body["messages"] = _format.render_messages(
+                messages, tools, settings.parallel_tool_calls
+            )
+            constrain = forced is None and settings.constrain and bool(tools)
+            if constrain and self.server_supports_structured_outputs:
+                body["structured_outputs"] = {
+                    "json": _format.reply_schema(tools, settings.parallel_tool_calls)
+                }
+        else:
+            body["messages"] = [dict(m) for m in messages]
+            if tools:
+                body["tools"] = [dict(t) for t in tools]
+                body["parallel_tool_calls"] = settings.parallel_tool_calls
+                # A forced reply arrives as text in the harness format; the server must not
+                # try to parse it as its own tool-call syntax.
+                body["tool_choice"] = "none" if forced is not None else "auto"
+        if forced is not None:
+            body["structured_outputs"] = {"choice": [forced]}
+            body["max_tokens"] = max(settings.max_tokens, len(forced.encode("utf-8")) + 8)
+        body.update(self.extra_body)
+        return body, forced
+
+    # ------------------------------------------------------------------ transport
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        delay: float = min(self.max_backoff_s, self.backoff_s * 2.0**attempt)
+        if response is not None:
+            after = _retry_after(response)
+            if after is not None:
+                delay = min(self.max_backoff_s, max(delay, after))
+        return delay
+
+    async def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        last: str = ""
+        for attempt in range(self.max_retries + 1):
+            if self._closed:
+                raise EngineDeadError(f"Engine {self.name} is closed; open a new one.")
+            response: httpx.Response | None = None
+            started = time.perf_counter()
+            try:
+                response = await self._client.post(
+                    self.url, json=body, headers=self._headers, timeout=self.timeout_s
+                )
+            except httpx.ConnectError as exc:
+                last = f"cannot connect to {self.url}: {exc}"
+                if attempt == self.max_retries:
+                    raise EngineDeadError(
+                        f"The server at {self.url} cannot be reached after "
+                        f"{attempt + 1} attempt(s) ({exc}); is it running? Check --base-url."
+                    ) from exc
+            except httpx.TimeoutException as exc:
+                last = f"no answer within {self.timeout_s:.1f} s"
+                if attempt == self.max_retries:
+                    raise EngineRequestError(
+                        f"{self.url} gave no answer within {self.timeout_s:.1f} s "
+                        f"({attempt + 1} attempt(s)); raise timeout_s or check the server."
+                    ) from exc
+            except httpx.HTTPError as exc:
+                raise EngineRequestError(f"Request to {self.url} failed: {exc!r}") from exc
+            else:
+                elapsed = time.perf_counter() - started
+                if response.status_code < 400:
+                    try:
+                        data = response.json()
+                    except ValueError as exc:
+                        raise EngineRequestError(
+                            f"{self.url} answered {response.status_code} with a body that is "
+                            f"not JSON: {response.text[:200]!r}"
+                        ) from exc
+                    if not isinstance(data, dict):
+                        raise EngineRequestError(
+                            f"{self.url} answered with {data!r}, not an object."
+                        )
+                    return data, elapsed
+                message = _server_message(response)
+                last = f"HTTP {response.status_code}: {message}"
+                if response.status_code not in _RETRY_STATUS:
+                    raise EngineRequestError(
+                        f"{self.url} rejected the request with HTTP {response.status_code}: "
+                        f"{message}"
+                    )
+                if attempt == self.max_retries:
+                    break
+            await anyio.sleep(self._delay(attempt, response))
+        raise EngineRequestError(
+            f"{self.url} kept failing after {self.max_retries + 1} attempt(s); last: {last}. "
+            "Retry later or raise max_retries."
+        )
+
+    # ------------------------------------------------------------------ generate
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> Completion:
+        """Generate one assistant turn (see :class:`~harness.engines.base.Engine`)."""
+        if self._closed:
+            raise EngineDeadError(f"Engine {self.name} is closed; open a new one.")
+        body, forced = self._body(messages, tools, settings)
+        result: tuple[dict[str, Any], float] | None = None
+        with anyio.CancelScope() as scope:
+            self._in_flight.add(scope)
+            try:
+                result = await self._post(body)
+            finally:
+                self._in_flight.discard(scope)
+        if result is None:
+            raise EngineDeadError(f"Engine {self.name} was closed while a request was in flight.")
+        data, elapsed = result
+        return self._completion(data, elapsed, settings, tools, forced)
+
+    def _completion(
+        self,
+        data: Mapping[str, Any],
+        elapsed: float,
+        settings: GenerationSettings,
+        tools: Sequence[ToolSpec],
+        forced: str | None,
+    ) -> Completion:
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+            raise EngineRequestError(f"{self.url} answered without choices: {str(data)[:300]}")
+        choice = choices[0]
+        message = choice.get("message") or {}
+        text = _format.message_text(message.get("content"))
+        reason = str(choice.get("finish_reason") or "stop")
+        usage = _usage(data.get("usage"))
+        timings = Timings(total_s=elapsed)
+        if forced is not None:
+            if text != forced:
+                raise EngineRequestError(
+                    f"The forced (gold) reply diverged: expected {forced!r}, the server sent "
+                    f"{text!r}; does it honour structured_outputs?"
+                )
+            if settings.forced:
+                return Completion(None, settings.forced, usage, timings, "tool_calls")
+            return Completion(settings.forced_answer or "", (), usage, timings, "stop")
+        if self.tool_format == "harness":
+            parsed = _format.parse_reply(
+                text,
+                truncated=reason == "length",
+                has_tools=bool(tools),
+                salt=str(data.get("id", "")),
+            )
+            return Completion(
+                parsed.content, parsed.tool_calls, usage, timings, parsed.finish_reason
+            )
+        raw_calls = message.get("tool_calls") or []
+        calls = tuple(ToolCall.from_openai(raw) for raw in raw_calls if isinstance(raw, Mapping))
+        if calls:
+            content = text or None
+            return Completion(content, calls, usage, timings, "tool_calls")
+        finish: Literal["stop", "length"] = "length" if reason == "length" else "stop"
+        return Completion(text, (), usage, timings, finish)
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, Mapping):
+        return Usage()
+    details = raw.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    prompt = int(raw.get("prompt_tokens") or 0)
+    return Usage(
+        prompt_tokens=prompt,
+        cached_tokens=min(prompt, int(cached or 0)),
+        completion_tokens=int(raw.get("completion_tokens") or 0),
+    )

@@ -1,0 +1,589 @@
+"""The default engine: one in-process vLLM ``AsyncLLM`` shared by every loop.
+
+:class:`VLLMEngine` implements :class:`~harness.engines.base.Engine` over ``vllm.v1``'s
+``AsyncLLM`` with automatic prefix caching. Any number of loops may call :meth:`generate`
+concurrently: requests go straight into vLLM's scheduler, which batches them (continuous
+batching); nothing here serialises them.
+
+The chat is rendered with the model's own chat template; the tools and the reply format go
+into the system prompt (see :mod:`harness.engines._format`), and the harness parses the reply
+(vLLM's tool parsers are not used). With ``settings.constrain`` decoding is constrained to a
+strict grammar (xgrammar) so every reply parses; the gold policy (``settings.forced``)
+constrains decoding to the exact serialized reply, so every token is still prefilled and
+decoded by the model.
+
+vLLM is imported lazily: ``import harness`` works without it, and :meth:`VLLMEngine.start`
+raises :class:`~harness.errors.ConfigError` with the install command if it is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import itertools
+import json
+import logging
+import multiprocessing
+import os
+import time
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+import sniffio
+
+from harness.engines import _format
+from harness.engines.base import Completion, GenerationSettings, Message, Timings, ToolSpec, Usage
+from harness.errors import ConfigError, EngineDeadError, EngineRequestError
+
+__all__ = ("CacheStats", "VLLMEngine", "VLLMSettings", "open_default_engine")
+
+_INSTALL_HINT = (
+    "install the cpu extra: `pip install 'agent-harness[cpu]'` then "
+    "`pip uninstall -y torchvision torchaudio torchcodec` (on a GPU machine use the gpu extra; "
+    "see README, Engines)"
+)
+
+
+def _all_cpus() -> str:
+    """The CPUs this process may run on, as vLLM's bind list (``"0-1"`` style ids)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cpus = list(range(os.cpu_count() or 1))
+    return ",".join(str(cpu) for cpu in cpus)
+
+
+@dataclass(frozen=True)
+class VLLMSettings:
+    """Engine-level settings, chosen for a small CPU machine; every field can be overridden.
+
+    The defaults and why:
+
+    - ``threads_bind``: vLLM's automatic binding on a 2-core machine reserves one core for
+      the front end and runs the model on one thread; binding the worker to every CPU of
+      this process (``VLLM_CPU_OMP_THREADS_BIND``) uses both. ``None`` = all CPUs in this
+      process's affinity (an explicit ``VLLM_CPU_OMP_THREADS_BIND`` in the environment wins).
+    - ``kv_cache_gib`` 2: plenty for 8 concurrent loops of 4k context with a 135M model.
+    - ``block_size`` 32: the prefix cache only reuses *full* blocks. vLLM's CPU default is 128
+      tokens, which hides most of a short stride (call + result ~256 tokens) from the cache;
+      the CPU attention kernel refuses 16 ("No common block size for 16 (CPU_ATTN:
+      [MultipleOf(32)])"), so 32 is the smallest that works.
+    - ``enforce_eager``: no torch.compile, so the engine starts in seconds (compiling gives
+      ~+35% decode but costs 18–77 s per start on this machine).
+    - ``max_num_batched_tokens`` 4096: one scheduler step can prefill a 4k-token prompt.
+    - ``max_num_seqs`` 32: room for 8–16 concurrent loops plus batched resamples.
+    - ``max_model_len`` 8192: SmolLM2's trained context.
+    - ``quiet``: vLLM logs errors only (its start-up warnings about tcmalloc, Triton and
+      eager mode are expected here); set ``VLLM_LOGGING_LEVEL`` yourself to see more.
+    - ``load_format`` ``"dummy"`` gives random weights (fast contract tests; output is noise).
+    - ``extra``: any further ``AsyncEngineArgs`` fields, passed through.
+    """
+
+    max_model_len: int = 8192
+    block_size: int = 32
+    kv_cache_gib: float = 2.0
+    threads_bind: str | None = None
+    enforce_eager: bool = True
+    enable_prefix_caching: bool = True
+    max_num_seqs: int = 32
+    max_num_batched_tokens: int = 4096
+    dtype: str = "bfloat16"
+    seed: int = 0
+    load_format: str = "auto"
+    quiet: bool = True
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_kwargs(cls, base: VLLMSettings | None = None, **overrides: Any) -> VLLMSettings:
+        """``base`` (or the defaults) with ``overrides``; unknown names are a ConfigError."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ConfigError(
+                f"Unknown VLLMSettings field(s) {unknown}; known: {sorted(known)}. "
+                "Pass other AsyncEngineArgs through extra={...}."
+            )
+        return replace(base or cls(), **overrides)
+
+    def engine_args(self, model: str) -> dict[str, Any]:
+        """The ``AsyncEngineArgs`` keyword arguments these settings stand for."""
+        args: dict[str, Any] = {
+            "model": model,
+            "tokenizer": model,
+            "max_model_len": self.max_model_len,
+            "block_size": self.block_size,
+            "kv_cache_memory_bytes": int(self.kv_cache_gib * (1 << 30)),
+            "enforce_eager": self.enforce_eager,
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "dtype": self.dtype,
+            "seed": self.seed,
+            "load_format": self.load_format,
+            # Per-request timings and the prefix-cache counters come from vLLM's stats.
+            "disable_log_stats": False,
+        }
+        args.update(self.extra)
+        return args
+
+    def environment(self) -> dict[str, str]:
+        """Environment variables the engine process needs (set before it starts)."""
+        env = {"VLLM_CPU_OMP_THREADS_BIND": self.threads_bind or _all_cpus()}
+        if self.quiet:
+            env["VLLM_LOGGING_LEVEL"] = "ERROR"
+        return env
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Engine-wide prefix-cache counters since start: ``queries`` prompt tokens looked up,
+    ``hits`` of them served from the cache, over ``requests`` scheduled requests."""
+
+    requests: int = 0
+    queries: int = 0
+    hits: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.queries if self.queries else 0.0
+
+
+@dataclass
+class _Counters:
+    requests: int = 0
+    queries: int = 0
+    hits: int = 0
+
+    def snapshot(self) -> CacheStats:
+        return CacheStats(self.requests, self.queries, self.hits)
+
+
+@contextlib.contextmanager
+def _quiet_warnings() -> Iterator[None]:
+    """vLLM and torch emit FutureWarning/DeprecationWarning at import and start-up (their own
+    deprecations, nothing a harness user can act on); keep them out of users' warning filters."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+def _import_vllm() -> None:
+    try:
+        with _quiet_warnings():
+            import vllm.engine.arg_utils
+            import vllm.v1.engine.async_llm  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            f"The in-process engine needs vLLM, which is not importable ({exc}); {_INSTALL_HINT}."
+        ) from exc
+
+
+def _apply_environment(settings: VLLMSettings) -> None:
+    """Set the engine's environment; the user's own environment wins unless a setting was
+    given explicitly (``threads_bind``)."""
+    for key, value in settings.environment().items():
+        if key == "VLLM_CPU_OMP_THREADS_BIND" and settings.threads_bind is not None:
+            os.environ[key] = value
+        else:
+            os.environ.setdefault(key, value)
+
+
+def _model_folder(model: str | os.PathLike[str]) -> Path:
+    folder = Path(model).expanduser()
+    if not (folder / "config.json").is_file():
+        raise ConfigError(
+            f"{folder} is not a Hugging Face model folder (no config.json); pass a folder "
+            "with config.json, weights and tokenizer, or run `harness engine prepare`."
+        )
+    return folder
+
+
+def _launch(folder: Path, settings: VLLMSettings, counters: _Counters) -> Any:
+    """Create the AsyncLLM (blocks while the engine core process loads the model)."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    if settings.quiet:
+        logging.getLogger("vllm").setLevel(logging.ERROR)
+    try:
+        engine_args = AsyncEngineArgs(**settings.engine_args(str(folder)))
+    except TypeError as exc:
+        raise ConfigError(f"Bad engine setting: {exc}; check VLLMSettings.extra.") from exc
+    try:
+        return AsyncLLM.from_engine_args(engine_args, stat_loggers=[_stat_logger_factory(counters)])
+    except Exception as exc:
+        raise EngineDeadError(
+            f"vLLM could not start on {folder}: {type(exc).__name__}: {exc}. "
+            "See vLLM's log above for the root cause; check the model folder and "
+            "VLLMSettings (block_size must be a multiple of 32 on CPU)."
+        ) from exc
+
+
+def _stat_logger_factory(counters: _Counters) -> Callable[[Any, int], Any]:
+    """A vLLM stat logger that adds the scheduler's prefix-cache counters to ``counters``."""
+    from vllm.v1.metrics.loggers import StatLoggerBase
+
+    class _PrefixCacheCounter(StatLoggerBase):
+        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
+            self.counters = counters
+
+        def record(
+            self,
+            scheduler_stats: Any,
+            iteration_stats: Any,
+            mm_cache_stats: Any = None,
+            engine_idx: int = 0,
+        ) -> None:
+            if scheduler_stats is None:
+                return
+            stats = scheduler_stats.prefix_cache_stats
+            self.counters.requests += stats.requests
+            self.counters.queries += stats.queries
+            self.counters.hits += stats.hits
+
+        def log_engine_initialized(self) -> None:
+            return None
+
+    return _PrefixCacheCounter
+
+
+class VLLMEngine:
+    """One in-process vLLM engine shared by any number of concurrent loops.
+
+    Create it with :meth:`start` (or :func:`open_default_engine`) inside an asyncio event loop;
+    use it as an async context manager or call :meth:`aclose`.
+    """
+
+    name: str
+
+    def __init__(
+        self,
+        llm: Any,
+        model: Path,
+        settings: VLLMSettings | None = None,
+        counters: _Counters | None = None,
+    ) -> None:
+        self._llm: Any = llm
+        self._tokenizer: Any = llm.get_tokenizer()
+        self.model = model
+        self.settings = settings or VLLMSettings()
+        self.name = f"vllm:{model.name}"
+        self._counters = counters or _Counters()
+        self._ids = itertools.count()
+        self._salt = uuid.uuid4().hex[:8]
+        self._in_flight: dict[str, anyio.CancelScope] = {}
+        self._closed = False
+        self._drained: anyio.Event | None = None
+        self._grammars: dict[tuple[str, bool], str] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def start(
+        cls,
+        model: str | os.PathLike[str],
+        settings: VLLMSettings | None = None,
+        **overrides: Any,
+    ) -> VLLMEngine:
+        """Load ``model`` (a local Hugging Face folder) and start the engine.
+
+        ``overrides`` are :class:`VLLMSettings` fields. Loading blocks the event loop for the
+        engine's start-up (seconds). Must run under asyncio (vLLM's front end is asyncio).
+        """
+        if sniffio.current_async_library() != "asyncio":
+            raise ConfigError(
+                "VLLMEngine needs the asyncio event loop (vLLM's front end is asyncio); "
+                "run under anyio's asyncio backend."
+            )
+        resolved = VLLMSettings.from_kwargs(settings, **overrides)
+        folder = _model_folder(model)
+        _apply_environment(resolved)
+        _import_vllm()
+        counters = _Counters()
+        # No local variable may hold the AsyncLLM: importing vLLM leaves frames alive that
+        # reach this one, and a leaked reference makes AsyncLLM.__del__ run at interpreter
+        # exit (a TypeError from half-torn-down modules).
+        return cls(_launch(folder, resolved, counters), folder, resolved, counters)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Fail every in-flight request with EngineDeadError, then shut vLLM down."""
+        if self._closed:
+            return
+        self._closed = True
+        for scope in list(self._in_flight.values()):
+            scope.cancel()
+        if self._in_flight:
+            self._drained = anyio.Event()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await self._drained.wait()
+        llm, self._llm = self._llm, None
+        if llm is not None:
+            llm.shutdown()
+            # vLLM 0.32 closes its ZMQ sockets but never terminates the client's ZMQ context,
+            # which then warns (ResourceWarning) when collected. Terminate it here.
+            ctx = getattr(getattr(llm.engine_core, "resources", None), "ctx", None)
+            if ctx is not None and not getattr(ctx, "closed", True):
+                with contextlib.suppress(Exception):
+                    ctx.destroy(linger=0)
+            # Drop the last reference now: AsyncLLM.__del__ calls shutdown again, and at
+            # interpreter exit that raises a TypeError from half-torn-down modules.
+            del llm
+            gc.collect()
+            # Reap the engine core process now (vLLM joins it, but it can linger as a zombie).
+            multiprocessing.active_children()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------------ introspection
+
+    def cache_stats(self) -> CacheStats:
+        """Engine-wide prefix-cache counters (see :class:`CacheStats`)."""
+        return self._counters.snapshot()
+
+    async def reset_prefix_cache(self) -> bool:
+        """Empty the prefix cache (for measurements); True if vLLM reset it."""
+        self._check_alive()
+        return bool(await self._llm.reset_prefix_cache())
+
+    def render_prompt(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], parallel: bool = False
+    ) -> str:
+        """The exact prompt text the model sees for this chat (chat template applied)."""
+        rendered = _format.render_messages(messages, tools, parallel)
+        return str(
+            self._tokenizer.apply_chat_template(
+                rendered, tokenize=False, add_generation_prompt=True
+            )
+        )
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False))
+
+    # ------------------------------------------------------------------ generation
+
+    def _check_alive(self) -> None:
+        if self._closed or self._llm is None:
+            raise EngineDeadError(
+                f"Engine {self.name} is closed; start a new one (VLLMEngine.start)."
+            )
+        if self._llm.errored:
+            raise EngineDeadError(
+                f"Engine {self.name} is dead (vLLM's engine core stopped); see vLLM's log for "
+                "the cause and start a new engine."
+            )
+
+    def _grammar(self, tools: Sequence[ToolSpec], parallel: bool) -> str:
+        """EBNF for a valid reply, with no free whitespace (so replies render byte-stably)."""
+        schema = _format.reply_schema(tools, parallel)
+        # Property order is the emitted key order: never sort the schema's keys.
+        key = (json.dumps(schema, ensure_ascii=False), parallel)
+        cached = self._grammars.get(key)
+        if cached is None:
+            import xgrammar
+
+            try:
+                cached = str(xgrammar.Grammar.from_json_schema(key[0], any_whitespace=False))
+            except Exception as exc:
+                raise EngineRequestError(
+                    f"A tool's parameter schema cannot be compiled into a grammar ({exc}); "
+                    "simplify the schema or pass constrain=False."
+                ) from exc
+            if len(self._grammars) > 64:
+                self._grammars.clear()
+            self._grammars[key] = cached
+        return cached
+
+    def _sampling_params(
+        self,
+        settings: GenerationSettings,
+        tools: Sequence[ToolSpec],
+        forced: str | None,
+        budget: int,
+    ) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
+
+        structured = None
+        max_tokens = settings.max_tokens
+        if forced is not None:
+            structured = StructuredOutputsParams(choice=[forced])
+            # The grammar may spell the text in small tokens; never truncate a forced reply.
+            max_tokens = max(max_tokens, len(forced.encode("utf-8")) + 8)
+        elif settings.constrain and tools:
+            structured = StructuredOutputsParams(
+                grammar=self._grammar(tools, settings.parallel_tool_calls)
+            )
+        return SamplingParams(
+            n=1,
+            temperature=settings.temperature,
+            seed=settings.seed,
+            max_tokens=max(1, min(max_tokens, budget)),
+            stop=list(settings.stop) or None,
+            structured_outputs=structured,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> Completion:
+        """Generate one assistant turn (see :class:`~harness.engines.base.Engine`)."""
+        self._check_alive()
+        try:
+            prompt = self.render_prompt(messages, tools, settings.parallel_tool_calls)
+        except Exception as exc:
+            raise EngineRequestError(f"Cannot render the chat: {exc}") from exc
+        ids = self._tokenizer.encode(prompt, add_special_tokens=False)
+        budget = self.settings.max_model_len - len(ids)
+        if budget <= 0:
+            raise EngineRequestError(
+                f"The prompt has {len(ids)} tokens, over the engine's max_model_len "
+                f"{self.settings.max_model_len}; shorten the chat or raise max_model_len."
+            )
+        forced = _format.forced_text(settings, tools)
+        params = self._sampling_params(settings, tools, forced, budget)
+        request_id = f"{self._salt}-{next(self._ids)}"
+        final = await self._run(request_id, ids, params)
+        return self._completion(final, prompt, settings, tools, forced)
+
+    async def _run(self, request_id: str, ids: list[int], params: Any) -> Any:
+        from vllm.exceptions import VLLMClientError
+        from vllm.inputs.engine import tokens_input
+        from vllm.v1.engine.exceptions import EngineDeadError as VLLMDead
+        from vllm.v1.engine.exceptions import EngineGenerateError
+
+        final: Any = None
+        done = False
+        with anyio.CancelScope() as scope:
+            self._in_flight[request_id] = scope
+            try:
+                stream = self._llm.generate(tokens_input(ids), params, request_id)
+                async with contextlib.aclosing(stream):
+                    async for output in stream:
+                        final = output
+                done = True
+            except VLLMDead as exc:
+                raise EngineDeadError(
+                    f"Engine {self.name} died while request {request_id} was in flight; "
+                    "see vLLM's log for the cause and start a new engine."
+                ) from exc
+            except (VLLMClientError, ValueError, TypeError) as exc:
+                raise EngineRequestError(f"vLLM rejected the request: {exc}") from exc
+            except EngineGenerateError as exc:
+                if self._llm is not None and self._llm.errored:
+                    raise EngineDeadError(f"Engine {self.name} died: {exc.__cause__}") from exc
+                raise EngineRequestError(
+                    f"vLLM failed request {request_id}: {exc.__cause__!r}"
+                ) from exc
+            finally:
+                self._in_flight.pop(request_id, None)
+                if not self._in_flight and self._drained is not None:
+                    self._drained.set()
+                if not done and self._llm is not None:
+                    with anyio.CancelScope(shield=True):
+                        with contextlib.suppress(Exception):
+                            await self._llm.abort(request_id)
+        if scope.cancelled_caught or final is None:
+            raise EngineDeadError(
+                f"Engine {self.name} was closed while request {request_id} was in flight."
+            )
+        return final
+
+    def _completion(
+        self,
+        final: Any,
+        prompt: str,
+        settings: GenerationSettings,
+        tools: Sequence[ToolSpec],
+        forced: str | None,
+    ) -> Completion:
+        output = final.outputs[0]
+        text = str(output.text)
+        if output.finish_reason == "abort":
+            raise EngineRequestError(f"vLLM aborted request {final.request_id}.")
+        usage = Usage(
+            prompt_tokens=len(final.prompt_token_ids or ()),
+            cached_tokens=int(final.num_cached_tokens or 0),
+            completion_tokens=len(output.token_ids),
+        )
+        timings = _timings(final.metrics)
+        truncated = output.finish_reason == "length"
+        if forced is not None:
+            if text != forced:
+                raise EngineRequestError(
+                    f"The forced (gold) reply diverged: expected {forced!r}, the engine emitted "
+                    f"{text!r}; the structured-outputs backend did not constrain decoding."
+                )
+            if settings.forced:
+                return Completion(None, settings.forced, usage, timings, "tool_calls")
+            return Completion(settings.forced_answer or "", (), usage, timings, "stop")
+        parsed = _format.parse_reply(
+            text, truncated=truncated, has_tools=bool(tools), salt=prompt[-512:]
+        )
+        return Completion(parsed.content, parsed.tool_calls, usage, timings, parsed.finish_reason)
+
+
+def _timings(metrics: Any) -> Timings:
+    """Timings from vLLM's per-request stats (engine-core monotonic timestamps)."""
+    if metrics is None:
+        return Timings()
+    queued = float(getattr(metrics, "queued_ts", 0.0))
+    scheduled = float(getattr(metrics, "scheduled_ts", 0.0))
+    first = float(getattr(metrics, "first_token_ts", 0.0))
+    last = float(getattr(metrics, "last_token_ts", 0.0))
+    arrival = float(getattr(metrics, "arrival_time", 0.0))
+
+    def span(a: float, b: float) -> float:
+        return max(0.0, b - a) if a and b else 0.0
+
+    total = max(0.0, time.time() - arrival) if arrival else span(queued, last)
+    return Timings(
+        total_s=total,
+        queue_s=span(queued, scheduled),
+        prefill_s=span(scheduled, first),
+        decode_s=span(first, last),
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_default_engine(
+    model: str | os.PathLike[str] | None = None,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    settings: VLLMSettings | None = None,
+    **overrides: Any,
+) -> AsyncIterator[VLLMEngine]:
+    """Start the default engine: ``model`` (a local Hugging Face folder) or, if ``None``,
+    the packaged SmolLM2-135M-Instruct, converted on first use (:func:`prepare_model`).
+    ``overrides`` are :class:`VLLMSettings` fields. Closes the engine on exit."""
+    if model is None:
+        from harness.model import prepare_model
+
+        path = await anyio.to_thread.run_sync(lambda: prepare_model(cache_dir))
+    else:
+        path = Path(model)
+    engine = await VLLMEngine.start(path, settings, **overrides)
+    async with engine:
+        yield engine
