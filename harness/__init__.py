@@ -36,6 +36,8 @@ from harness.engines.base import (
     ToolSpec,
     Usage,
 )
+from harness.engines.openai_http import OpenAIHTTPEngine
+from harness.engines.vllm import CacheStats, VLLMEngine, VLLMSettings, open_default_engine
 from harness.errors import (
     ConfigError,
     EngineDeadError,
@@ -70,11 +72,13 @@ from harness.fabric import (
     vote,
 )
 from harness.manifest import ArgSource, Manifest, Phase, Skill, load_manifest
+from harness.model import prepare_model
 from harness.task import GoldCall, Task
 from harness.tools import Effect, Tool, Toolset, tool
 
 __all__ = (
     "ArgSource",
+    "CacheStats",
     "CertifiableToolset",
     "CertificationReport",
     "Completion",
@@ -99,6 +103,7 @@ __all__ = (
     "Node",
     "NodeFailed",
     "NodeResult",
+    "OpenAIHTTPEngine",
     "PEFFigures",
     "Phase",
     "PlanRun",
@@ -117,6 +122,8 @@ __all__ = (
     "ToolsetError",
     "Usage",
     "UsageLimitExceeded",
+    "VLLMEngine",
+    "VLLMSettings",
     "Verdict",
     "WindowCosts",
     "best_arm",
@@ -127,7 +134,9 @@ __all__ = (
     "flip_window",
     "llm_node",
     "load_manifest",
+    "open_default_engine",
     "plan_and_execute",
+    "prepare_model",
     "sample_batch",
     "token_dividend_flattened",
     "tokens_flattened",

@@ -12,14 +12,21 @@ from harness.engines.base import (
     ToolSpec,
     Usage,
 )
+from harness.engines.openai_http import OpenAIHTTPEngine
+from harness.engines.vllm import CacheStats, VLLMEngine, VLLMSettings, open_default_engine
 
 __all__ = (
+    "CacheStats",
     "Completion",
     "Engine",
     "GenerationSettings",
     "Message",
+    "OpenAIHTTPEngine",
     "Timings",
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "VLLMEngine",
+    "VLLMSettings",
+    "open_default_engine",
 )
