@@ -15,8 +15,10 @@ with a small generation budget (``--max-tokens``, default 32), it measures:
    (D + 2) × per-batch latency. (The planner's round decodes a ~400-token plan, so it is
    much longer than a node round; the report shows both.)
 
-Medians over ``--runs`` runs; the prefix cache is emptied before every measured run. The
-machine is shared, so absolute times are noisy; ratios are the point. Prints a report and,
+Medians over ``--runs`` runs, with the compared cases interleaved within each run (K values;
+naive and fabric alternate) so that load from other processes falls on both alike; the
+prefix cache is emptied before every measured run. On a shared machine absolute times are
+noisy; ratios are the point. Prints a report and,
 with ``--json FILE``, writes the numbers.
 """
 
@@ -75,11 +77,12 @@ def _prompts(k: int) -> list[list[Message]]:
 
 
 async def _batch_cost(engine: Engine, settings: GenerationSettings, runs: int) -> dict[int, float]:
-    out: dict[int, float] = {}
-    for k in BATCH_SIZES:
-        chats = _prompts(k)
-        walls = []
-        for _ in range(runs):
+    """Median wall per K; the K values are interleaved within each run so that load from
+    other processes on a shared machine falls on every K alike."""
+    walls: dict[int, list[float]] = {k: [] for k in BATCH_SIZES}
+    for _ in range(runs):
+        for k in BATCH_SIZES:
+            chats = _prompts(k)
 
             async def batch(chats: list[list[Message]] = chats) -> None:
                 async def one(chat: list[Message]) -> None:
@@ -90,20 +93,29 @@ async def _batch_cost(engine: Engine, settings: GenerationSettings, runs: int) -
                         tg.start_soon(one, chat)
 
             wall, _ = await _timed(engine, batch)
-            walls.append(wall)
-        out[k] = statistics.median(walls)
-    return out
+            walls[k].append(wall)
+    return {k: statistics.median(v) for k, v in walls.items()}
 
 
-async def _graph(engine: Engine, config: FabricConfig, runs: int) -> tuple[float, FabricResult]:
-    walls, last = [], None
+async def _graphs(
+    engine: Engine, naive: FabricConfig, fabric: FabricConfig, runs: int
+) -> tuple[tuple[float, FabricResult], tuple[float, FabricResult]]:
+    """Naive and fabric runs alternated (ABAB…), medians of each."""
+    walls: dict[bool, list[float]] = {True: [], False: []}
+    last: dict[bool, FabricResult] = {}
     for _ in range(runs):
-        wall, last = await _timed(
-            engine, lambda: Fabric(engine, config=config).run(example_graph(consensus=False))
-        )
-        walls.append(wall)
-    assert last is not None
-    return statistics.median(walls), last
+        for config in (naive, fabric):
+
+            def run(config: FabricConfig = config) -> Awaitable[FabricResult]:
+                return Fabric(engine, config=config).run(example_graph(consensus=False))
+
+            wall, result = await _timed(engine, run)
+            walls[config.naive].append(wall)
+            last[config.naive] = result
+    return (
+        (statistics.median(walls[True]), last[True]),
+        (statistics.median(walls[False]), last[False]),
+    )
 
 
 async def _plan(engine: Engine, config: FabricConfig, runs: int) -> tuple[float, PlanRun]:
@@ -136,8 +148,9 @@ async def measure(
     await sample_batch(engine, _prompts(1)[0], [], [settings])  # warm-up
     batch = await _batch_cost(engine, settings, runs)
     latency = batch[LATENCY_K]
-    naive_wall, naive_result = await _graph(engine, naive, runs)
-    fabric_wall, fabric_result = await _graph(engine, single, runs)
+    (naive_wall, naive_result), (fabric_wall, fabric_result) = await _graphs(
+        engine, naive, single, runs
+    )
     plan_wall, plan_run = await _plan(engine, fabric, plan_runs)
     depth = fabric_result.figures.depth
     planner_s = plan_run.planner.timings.total_s
