@@ -35,7 +35,7 @@ from harness.certify import Certificate, Detector, SchemaSoundDetector, check_d1
 from harness.certkit import CertifiableToolset, ClaimName, ClaimResult, Counterexample, Outcome
 from harness.engines.base import ToolCall
 from harness.errors import ToolsetError
-from harness.manifest import Manifest, Phase
+from harness.manifest import ArgSource, Manifest, Phase
 from harness.tools import Tool, Toolset
 
 __all__ = ("Falsified", "Kit")
@@ -46,6 +46,10 @@ SYNTHETIC = "all tools"
 #: A commutation claim gets this many times the examples of a per-tool claim: the space of
 #: windows (tools x arguments x schedules) is much larger than one tool's arguments.
 COMMUTES_FACTOR = 2
+DEPENDENCY_FIX = (
+    "if one call's argument comes from another call's result, mark it result:PHASE in the "
+    "manifest (D2); if they share a resource, declare it in write/read targets (D1)."
+)
 
 
 class Falsified(Exception):
@@ -395,7 +399,19 @@ class Kit:
         phases: list[tuple[str, Phase]] = []
         everything = self._eligible(list(self.toolset))
         if everything:
-            phases.append((SYNTHETIC, Phase(SYNTHETIC, "fan_out", tuple(everything))))
+            # an argument the manifest marks as a result of its own fan-out phase stays out of
+            # the synthetic windows too, as the certifier keeps it out of that phase's windows
+            own_results = {
+                key: ArgSource("result", SYNTHETIC)
+                for skill in (manifest.skills.values() if manifest else ())
+                for phase in skill.phases
+                if phase.is_fan_out
+                for key, source in phase.args.items()
+                if source.is_result_placeholder and source.ref == phase.name
+            }
+            phases.append(
+                (SYNTHETIC, Phase(SYNTHETIC, "fan_out", tuple(everything), args=own_results))
+            )
         seen = {tuple(everything)}
         for skill in manifest.skills.values() if manifest else ():
             for phase in skill.phases:
@@ -679,12 +695,23 @@ class Kit:
                     for line in state_lines
                 ),
             ),
-            fix=self._commutation_fix(window, differing),
+            fix=self._commutation_fix(window, differing, serial),
         )
 
-    def _commutation_fix(self, window: list[Call], differing: list[int]) -> str:
-        """What to change: undeclared writes, else undeclared reads (both seen through
-        ``resources`` when the toolset has it), else the general advice."""
+    def _commutation_fix(self, window: list[Call], differing: list[int], serial: Execution) -> str:
+        """What to change: undeclared writes (seen through ``resources``), else undeclared
+        reads or the general advice, with the D2 alternative (a result the manifest does not
+        mark as one), first when an argument of one call is a value another call returns."""
+        advice, seen_writing = self._targets_fix(window, differing)
+        if seen_writing:
+            return advice
+        used = _result_as_argument(window, [_outcome_text(r) for r in serial.results])
+        if used:
+            return f"{used}{DEPENDENCY_FIX} {advice}"
+        return f"{advice} {DEPENDENCY_FIX[:1].upper()}{DEPENDENCY_FIX[1:]}"
+
+    def _targets_fix(self, window: list[Call], differing: list[int]) -> tuple[str, bool]:
+        """The advice, and whether ``resources`` showed a call writing what it does not declare."""
         if self.cert.resources is not None:
             writes: list[set[str]] = []
             undeclared = []
@@ -698,7 +725,8 @@ class Kit:
             if undeclared:
                 return (
                     "; ".join(undeclared) + ": declare them as write targets (then D1 keeps these "
-                    "calls apart), or stop the tool writing them."
+                    "calls apart), or stop the tool writing them.",
+                    True,
                 )
             for i in differing:
                 name, arguments = window[i]
@@ -709,7 +737,8 @@ class Kit:
                         f"'{name}' returns a different result when another call of the window "
                         f"writes {sorted(unread)}, which '{name}' does not declare as read "
                         f"targets: add what it really reads to its read_targets (then D1 keeps "
-                        "it apart from those writes), or make it read only what it declares."
+                        "it apart from those writes), or make it read only what it declares.",
+                        False,
                     )
         names = sorted({n for n, _ in window})
         who = (
@@ -721,8 +750,42 @@ class Kit:
             "hidden state (a counter, a clock, the order of calls), make it depend only on the "
             "arguments and the declared targets, or declare that state as a write target of "
             "every call that touches it; if a call reads what another writes, add it to its "
-            "read_targets."
+            "read_targets.",
+            False,
         )
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    """The scalar values in a decoded JSON result."""
+    if isinstance(value, dict | list):
+        for inner in value.values() if isinstance(value, dict) else value:
+            yield from _leaves(inner)
+    elif not isinstance(value, bool):
+        yield value
+
+
+def _decoded(content: str) -> Any:
+    try:
+        return json.loads(content)
+    except json.JSONDecodeError:
+        return content
+
+
+def _result_as_argument(window: Sequence[Call], results: Sequence[str]) -> str:
+    """A sentence when an argument of one call is a value another call of the window returns
+    (serially): likely a result the manifest does not mark as one; else ``""``."""
+    leaves = [set(_leaves(_decoded(r))) for r in results]
+    for i, (name, arguments) in enumerate(window):
+        for argument, value in sorted(arguments.items()):
+            if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+                continue
+            for j, (other, _) in enumerate(window):
+                if j != i and value in leaves[j]:
+                    return (
+                        f"#{i} '{name}' gets {argument}={json.dumps(value)}, which #{j} '{other}' "
+                        "returns: "
+                    )
+    return ""
 
 
 def _call_contract(what: str, fn: Callable[[Any], Any] | None, argument: Any) -> Any:

@@ -13,8 +13,9 @@ toolset                           the lie                                       
 ``underreported_targets``         ``set_status`` also bumps ``rev``, undeclared    write_targets
 ``order_dependent``               ``open_ticket`` numbers tickets from a counter   commutes
 ``underdeclared_read``            ``count_approved`` declares one doc, reads all   commutes
-``hidden_placeholder`` (+         an unslotted fan-out phase swallows a later      D2
-``HIDDEN_PLACEHOLDER_MANIFEST``)  phase whose argument is a result of itself
+``result_hidden_as_model_``       the manifest says ``close_ticket.ticket`` is     commutes
+``argument`` (+ ``RESULT_HIDDEN_  ``model``; it is the id an ``open_ticket`` of the
+AS_MODEL_MANIFEST``)              same window returns (``result:file``)
 ================================  ===============================================  ==============
 
 They are importable as ``tests.broken_toolsets:readonly_that_writes`` etc. for CLI tests.
@@ -42,6 +43,7 @@ class Desk:
     docs: dict[str, dict[str, Any]] = field(default_factory=dict)
     tickets: dict[str, int] = field(default_factory=dict)
     counter: int = 0
+    closed: list[str] = field(default_factory=list)
 
 
 def new_state(seed: int) -> Desk:
@@ -49,7 +51,7 @@ def new_state(seed: int) -> Desk:
 
 
 def fingerprint(state: Desk) -> str:
-    blob = json.dumps([state.docs, state.tickets, state.counter], sort_keys=True)
+    blob = json.dumps([state.docs, state.tickets, state.counter, state.closed], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -199,56 +201,82 @@ def underdeclared_read() -> CertifiableToolset:
     return _certifiable(make)
 
 
-def hidden_placeholder() -> CertifiableToolset:
-    """An honest toolset; the lie is in :data:`HIDDEN_PLACEHOLDER_MANIFEST`."""
-    return honest()
+def result_hidden_as_model_argument() -> CertifiableToolset:
+    """Tickets: ``open_ticket()`` numbers a new ticket from the desk's counter and returns its
+    id; ``close_ticket(ticket)`` closes an existing one. Each declares only what it can name
+    from its arguments (``tickets``, ``ticket:{ticket}``), so D1 lets them share a window; what
+    keeps ``close_ticket("T1")`` from running before the ``open_ticket()`` that makes T1 is D2,
+    and only if the manifest says the ticket is a result. The lie is in
+    :data:`RESULT_HIDDEN_AS_MODEL_MANIFEST` (``close_ticket.ticket = "model"``);
+    :data:`RESULT_MARKED_MANIFEST` is the honest one."""
+
+    def make(state: Desk) -> Toolset:
+        @tool(write_targets="tickets")
+        async def open_ticket() -> dict[str, Any]:
+            """Open a ticket; its id comes from the counter."""
+            await anyio.lowlevel.checkpoint()
+            state.counter += 1
+            ticket = f"T{state.counter}"
+            state.tickets[ticket] = state.counter
+            return {"ticket": ticket}
+
+        @tool(idempotent=True, destructive=False, write_targets="ticket:{ticket}")
+        async def close_ticket(ticket: str) -> dict[str, Any]:
+            """Close an open ticket (closing it again changes nothing)."""
+            if ticket not in state.tickets:
+                raise LookupError(f"no ticket {ticket!r}")
+            if ticket not in state.closed:
+                state.closed.append(ticket)
+            return {"ticket": ticket, "status": "closed"}
+
+        return _toolset(state, open_ticket=open_ticket, close_ticket=close_ticket)
+
+    def ticket_resources(state: Desk) -> dict[str, str]:
+        out = {k: v for k, v in resources(state).items() if k.startswith("doc:")}
+        out["tickets"] = json.dumps([state.counter, sorted(state.tickets)])
+        out.update({f"ticket:{t}": "closed" for t in state.closed})
+        return out
+
+    def ticket_examples(state: Desk) -> dict[str, Any]:
+        # the ids open_ticket hands out on a fresh desk: the values a hidden result takes
+        return {**example_values(state), "close_ticket.ticket": ("T1", "T2")}
+
+    return CertifiableToolset(
+        new_state=new_state,
+        make_toolset=make,
+        fingerprint=fingerprint,
+        resources=ticket_resources,
+        example_values=ticket_examples,
+        name="desk with tickets",
+    )
 
 
-#: ``scan`` is a fan-out of ``read_doc`` with no slot count; ``follow`` reads the document each
-#: previous read points at (``read_doc.key`` is a result of ``follow`` itself), and the
-#: manifest says so. Batch certification of ``follow`` fails D2 as it should — but online,
-#: the certifier keeps every ``read_doc`` call in ``scan`` while it is open, so the follow
-#: reads are certified together in scan's window.
-HIDDEN_PLACEHOLDER_MANIFEST = Manifest.from_dict(
-    {
-        "skills": {
-            "scan_then_follow": {
-                "phases": [
-                    {
-                        "name": "scan",
-                        "kind": "fan_out",
-                        "tools": ["read_doc"],
-                        "args": {"read_doc.key": "input:keys"},
-                    },
-                    {
-                        "name": "follow",
-                        "kind": "fan_out",
-                        "tools": ["read_doc"],
-                        "args": {"read_doc.key": "result:follow"},
-                    },
-                ]
-            },
-            "fixed": {
-                "phases": [
-                    {
-                        "name": "scan",
-                        "kind": "fan_out",
-                        "tools": ["read_doc"],
-                        "slots": "input:keys",
-                        "args": {"read_doc.key": "input:keys"},
-                    },
-                    {
-                        "name": "follow",
-                        "kind": "fan_out",
-                        "tools": ["read_doc"],
-                        "args": {"read_doc.key": "result:follow"},
-                    },
-                ]
-            },
-        }
-    },
-    source="tests/broken_toolsets.py:HIDDEN_PLACEHOLDER_MANIFEST",
-)
+def _tickets_manifest(ticket_source: str, name: str) -> Manifest:
+    return Manifest.from_dict(
+        {
+            "skills": {
+                "tickets": {
+                    "phases": [
+                        {
+                            "name": "file",
+                            "kind": "fan_out",
+                            "tools": ["open_ticket", "close_ticket"],
+                            "args": {"close_ticket.ticket": ticket_source},
+                        }
+                    ]
+                }
+            }
+        },
+        source=f"tests/broken_toolsets.py:{name}",
+    )
+
+
+#: The lie: phase ``file`` says the model chooses ``close_ticket.ticket``, but the ticket it
+#: closes is the id an ``open_ticket`` of the same window returns. D2 sees no placeholder, the
+#: certifier windows ``open_ticket()`` with ``close_ticket("T1")`` and they do not commute.
+RESULT_HIDDEN_AS_MODEL_MANIFEST = _tickets_manifest("model", "RESULT_HIDDEN_AS_MODEL_MANIFEST")
+#: The honest manifest: ``close_ticket.ticket = "result:file"``, so D2 keeps it out of windows.
+RESULT_MARKED_MANIFEST = _tickets_manifest("result:file", "RESULT_MARKED_MANIFEST")
 
 
 def open_world() -> CertifiableToolset:

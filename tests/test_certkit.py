@@ -84,9 +84,9 @@ CORPUS = [
     (broken.order_dependent, None, {("windows of all tools", "commutes")}),
     (broken.underdeclared_read, None, {("windows of all tools", "commutes")}),
     (
-        broken.hidden_placeholder,
-        broken.HIDDEN_PLACEHOLDER_MANIFEST,
-        {("skill scan_then_follow", "D2")},
+        broken.result_hidden_as_model_argument,
+        broken.RESULT_HIDDEN_AS_MODEL_MANIFEST,
+        {("windows of all tools", "commutes"), ("windows of tickets.file", "commutes")},
     ),
 ]
 
@@ -149,12 +149,35 @@ def test_an_honest_toolset_passes_every_claim():
     }
 
 
-def test_the_fixed_manifest_passes_D2_where_the_hidden_placeholder_fails():
+def test_a_result_hidden_as_a_model_argument_is_named_in_the_fix_with_the_call_it_comes_from():
     report = check_toolset(
-        broken.honest(), manifest=broken.HIDDEN_PLACEHOLDER_MANIFEST, examples=20
+        broken.result_hidden_as_model_argument(),
+        manifest=broken.RESULT_HIDDEN_AS_MODEL_MANIFEST,
+        examples=20,
     )
-    by_skill = {c.phase: c.status for c in report.claims if c.claim == "D2"}
-    assert by_skill == {"scan_then_follow": "FALSE", "fixed": "passed"}
+    (claim,) = [c for c in report.false if c.phase == "tickets.file"]
+    ce = claim.counterexample
+    assert ce is not None
+    assert sorted(ce.calls) == [("close_ticket", {"ticket": "T1"}), ("open_ticket", {})]
+    assert "'close_ticket' gets ticket=\"T1\", which" in ce.fix
+    assert "'open_ticket' returns" in ce.fix
+    assert "mark it result:PHASE in the manifest (D2)" in ce.fix
+    assert "declare it in write/read targets (D1)" in ce.fix
+
+
+def test_the_manifest_that_marks_the_ticket_a_result_passes_where_the_hidden_one_fails():
+    report = check_toolset(
+        broken.result_hidden_as_model_argument(),
+        manifest=broken.RESULT_MARKED_MANIFEST,
+        examples=20,
+    )
+    assert report.ok, report.render()
+    by_subject = {c.subject: c.status for c in report.claims if c.claim in ("commutes", "D2")}
+    assert by_subject == {
+        "windows of all tools": "passed",  # close_ticket is left out, as D2 leaves it out
+        "windows of tickets.file": "unverified",  # only open_ticket may join, and one at a time
+        "skill tickets": "passed",
+    }
 
 
 def test_the_honest_workspace_certifies_with_the_default_example_count():
