@@ -225,3 +225,17 @@ def test_forced_text_is_the_exact_serialized_gold_reply() -> None:
 def test_a_tool_spec_without_a_function_name_is_refused() -> None:
     with pytest.raises(ValueError, match="no function name"):
         _format.tool_functions([{"type": "function", "function": {}}])
+
+
+def test_a_parallel_reply_schema_caps_the_number_of_calls() -> None:
+    capped = _format.reply_schema([READ_DOC], True, 3)
+    calls = capped["anyOf"][0]["properties"]["tool_calls"]
+    assert calls["maxItems"] == 3
+    one = {"name": "read_doc", "arguments": {"key": "a"}}
+    jsonschema.validate({"tool_calls": [one] * 3}, capped)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"tool_calls": [one] * 4}, capped)
+    assert (
+        "maxItems"
+        not in _format.reply_schema([READ_DOC], True)["anyOf"][0]["properties"]["tool_calls"]
+    )

@@ -190,8 +190,12 @@ def _strict(schema: Any) -> Any:
     return out
 
 
-def reply_schema(tools: Sequence[ToolSpec], parallel: bool) -> dict[str, Any]:
-    """A strict JSON schema every valid reply satisfies: one branch per tool, one answer."""
+def reply_schema(
+    tools: Sequence[ToolSpec], parallel: bool, max_calls: int | None = None
+) -> dict[str, Any]:
+    """A strict JSON schema every valid reply satisfies: one branch per tool, one answer.
+    ``max_calls`` caps a parallel reply's list (a small model otherwise lists calls until it
+    runs out of tokens)."""
     branches = []
     for function in tool_functions(tools):
         parameters = copy.deepcopy(function.get("parameters") or {})
@@ -211,6 +215,8 @@ def reply_schema(tools: Sequence[ToolSpec], parallel: bool) -> dict[str, Any]:
     calls: dict[str, Any] = {"type": "array", "items": {"anyOf": branches}, "minItems": 1}
     if not parallel:
         calls["maxItems"] = 1
+    elif max_calls is not None:
+        calls["maxItems"] = max(1, max_calls)
     return {
         "anyOf": [
             {

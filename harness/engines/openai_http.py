@@ -181,7 +181,9 @@ class OpenAIHTTPEngine:
             constrain = forced is None and settings.constrain and bool(tools)
             if constrain and self.server_supports_structured_outputs:
                 body["structured_outputs"] = {
-                    "json": _format.reply_schema(tools, settings.parallel_tool_calls)
+                    "json": _format.reply_schema(
+                        tools, settings.parallel_tool_calls, settings.max_parallel_calls
+                    )
                 }
         else:
             body["messages"] = [dict(m) for m in messages]
