@@ -530,21 +530,33 @@ class _Run:
         return completion
 
     async def _resample(self, k: int, offset: int) -> list[Completion]:
+        """Batched repair: ``k`` candidate windows submitted together (the fabric's batched
+        consensus primitive), so the engine decodes them in one batch."""
+        from harness.fabric.consensus import sample_batch
+
         base = self._settings()
         seed0 = (base.seed or 0) + 1 + offset
         settings = [
             replace(base, temperature=self.config.resample_temperature, seed=seed0 + i)
             for i in range(k)
         ]
-        out: list[Completion | None] = [None] * k
-
-        async def one(i: int) -> None:
-            out[i] = await self._generate("resample", settings[i])
-
-        async with anyio.create_task_group() as tg:
-            for i in range(k):
-                tg.start_soon(one, i)
-        return [c for c in out if c is not None]
+        if self.turn + k > self.max_turns:
+            raise UsageLimitExceeded(
+                f"Task {self.task.id!r} would pass its limit of {self.max_turns} turns while "
+                f"resampling a rejected window ({k} candidates); raise max_turns or lower "
+                "max_resamples.",
+                run_id=self.run_id,
+                turn=self.turn,
+            )
+        started = time.monotonic()
+        candidates = await sample_batch(self.engine, self.messages, self.specs, settings)
+        out = []
+        for candidate in candidates:
+            renumbered = self._renumber(candidate)
+            self._record_turn("resample", renumbered, started)
+            self.turn += 1
+            out.append(renumbered)
+        return out
 
     # -- driver -------------------------------------------------------------------------------
 

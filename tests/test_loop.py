@@ -301,6 +301,7 @@ async def test_P_plus_V_rejects_a_duplicate_window_and_resamples_as_one_batch() 
     )
     assert result.summary.resamples == 3
     assert engine.max_in_flight == 3  # the three candidates went to the engine together
+    assert [len(b) for b in engine.batches if len(b) > 1] == [3]
     assert sorted(json.loads(c.arguments)["key"] for c in result.calls) == ["a", "b"]
 
 
