@@ -76,7 +76,9 @@ def _prompts(k: int) -> list[list[Message]]:
     return [render_messages(node, {}) for node in nodes]
 
 
-async def _batch_cost(engine: Engine, settings: GenerationSettings, runs: int) -> dict[int, float]:
+async def _batch_cost(
+    engine: Engine, settings: GenerationSettings, runs: int
+) -> dict[int, list[float]]:
     """Median wall per K; the K values are interleaved within each run so that load from
     other processes on a shared machine falls on every K alike."""
     walls: dict[int, list[float]] = {k: [] for k in BATCH_SIZES}
@@ -94,13 +96,13 @@ async def _batch_cost(engine: Engine, settings: GenerationSettings, runs: int) -
 
             wall, _ = await _timed(engine, batch)
             walls[k].append(wall)
-    return {k: statistics.median(v) for k, v in walls.items()}
+    return walls
 
 
 async def _graphs(
     engine: Engine, naive: FabricConfig, fabric: FabricConfig, runs: int
-) -> tuple[tuple[float, FabricResult], tuple[float, FabricResult]]:
-    """Naive and fabric runs alternated (ABAB…), medians of each."""
+) -> tuple[tuple[list[float], FabricResult], tuple[list[float], FabricResult]]:
+    """Naive and fabric runs alternated (ABAB…): every wall of each, and a result of each."""
     walls: dict[bool, list[float]] = {True: [], False: []}
     last: dict[bool, FabricResult] = {}
     for _ in range(runs):
@@ -112,10 +114,7 @@ async def _graphs(
             wall, result = await _timed(engine, run)
             walls[config.naive].append(wall)
             last[config.naive] = result
-    return (
-        (statistics.median(walls[True]), last[True]),
-        (statistics.median(walls[False]), last[False]),
-    )
+    return (walls[True], last[True]), (walls[False], last[False])
 
 
 async def _plan(engine: Engine, config: FabricConfig, runs: int) -> tuple[float, PlanRun]:
@@ -146,11 +145,13 @@ async def measure(
         naive=True,
     )
     await sample_batch(engine, _prompts(1)[0], [], [settings])  # warm-up
-    batch = await _batch_cost(engine, settings, runs)
+    batch_walls = await _batch_cost(engine, settings, runs)
+    batch = {k: statistics.median(v) for k, v in batch_walls.items()}
     latency = batch[LATENCY_K]
-    (naive_wall, naive_result), (fabric_wall, fabric_result) = await _graphs(
+    (naive_walls, naive_result), (fabric_walls, fabric_result) = await _graphs(
         engine, naive, single, runs
     )
+    naive_wall, fabric_wall = statistics.median(naive_walls), statistics.median(fabric_walls)
     plan_wall, plan_run = await _plan(engine, fabric, plan_runs)
     depth = fabric_result.figures.depth
     planner_s = plan_run.planner.timings.total_s
@@ -160,6 +161,7 @@ async def measure(
         "runs": runs,
         "batch_wall_s": batch,
         "batch_relative": {k: v / batch[1] for k, v in batch.items()},
+        "batch_walls_s": batch_walls,
         "per_batch_latency_s": latency,
         "graph": {
             "depth": depth,
@@ -167,6 +169,9 @@ async def measure(
             "naive_wall_s": naive_wall,
             "fabric_wall_s": fabric_wall,
             "wall_ratio": naive_wall / fabric_wall,
+            "naive_walls_s": naive_walls,
+            "fabric_walls_s": fabric_walls,
+            "paired_ratios": [n / f for n, f in zip(naive_walls, fabric_walls, strict=True)],
             "naive": naive_result.figures.to_json(),
             "fabric": fabric_result.figures.to_json(),
             "budget_s": depth * latency,
@@ -205,7 +210,9 @@ def report(doc: dict[str, Any]) -> str:
         f"  fabric:                     {g['fabric_wall_s']:.2f} s, "
         f"batch efficiency {g['fabric']['headers']['CRP-PEF-Batch-Efficiency']} "
         f"({g['fabric']['inferences']} inferences / {g['fabric']['rounds']} rounds)",
-        f"  wall ratio naive/fabric: {g['wall_ratio']:.2f}x",
+        f"  wall ratio naive/fabric: {g['wall_ratio']:.2f}x (per run: "
+        + ", ".join(f"{r:.2f}" for r in g["paired_ratios"])
+        + ")",
         f"  fabric wall / (D x per-batch latency = {g['budget_s']:.2f} s): "
         f"{g['fabric_over_budget']:.2f}",
         "",
