@@ -750,3 +750,29 @@ def test_node_failed_pickles_with_its_node():
 
 def test_usage_sums_are_billed_tokens():
     assert (Usage(3, 1, 2) + Usage(1, 0, 1)).billed_tokens == 7
+
+
+# --------------------------------------------------------------------------------------------
+# On the real engine (marked `engine`: run by `make test`, not by the unit suite)
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(600)
+@pytest.mark.anyio
+async def test_a_gold_plan_is_decoded_and_executed_on_the_real_engine(real_engine: Any) -> None:
+    plan = plan_to_jsonl(
+        [
+            step("T1"),
+            step("T2", criticality="trivial"),
+            step("T3", ["T1", "T2"], criticality="moderate", high_stakes=True),
+        ]
+    )
+    config = FabricConfig(settings=GenerationSettings(max_tokens=8, constrain=False))
+    outcome = await plan_and_execute(real_engine, "Name a colour.", config=config, plan=plan)
+    assert outcome.planner.content == plan
+    assert outcome.ok
+    assert [n.inferences for n in outcome.fabric.nodes.values()] == [1, 1, 3]
+    assert (outcome.figures.inferences, outcome.figures.rounds) == (7, 4)
+    for node in outcome.fabric.nodes.values():
+        assert node.completion is not None
+        assert node.completion.usage.completion_tokens <= 8
