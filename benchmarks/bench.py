@@ -51,6 +51,7 @@ class BenchPlan:
     concurrency: int = 8
     arms: tuple[str, ...] = ARM_LABELS
     policies: tuple[str, ...] = ("gold", "model")
+    model_arms: tuple[str, ...] = ARM_LABELS
     heuristic: bool = True
     bfcl_simple: int = 32
     bfcl_parallel: int = 32
@@ -119,6 +120,8 @@ def plan_jobs(plan: BenchPlan) -> list[PlannedJob]:
             if plan.quick and policy == "model" and index % 2:
                 continue  # quick: the model policy on every other task
             for label in plan.arms:
+                if policy == "model" and label not in plan.model_arms:
+                    continue
                 spec = _spec(plan, label, policy)
                 jobs.append(PlannedJob(job_id(wt.id, spec), wt, None, spec))
             if plan.heuristic and "F" in plan.arms and (not plan.quick or index % 2 == 0):
@@ -128,7 +131,13 @@ def plan_jobs(plan: BenchPlan) -> list[PlannedJob]:
         min(plan.bfcl_simple, 4), min(plan.bfcl_parallel, 4))  # fmt: skip
     if simple or parallel:
         for entry in select_entries(plan.seed, simple=simple, parallel=parallel):
-            labels = ("S",) if entry.category == "simple" else ("S", "P", "P+V")
+            # R4's anchor is simple under S and parallel under P; S and P+V on parallel
+            # entries (F's and the validator's view of them) follow --model-arms.
+            labels = (
+                ("S",)
+                if entry.category == "simple"
+                else ("P", *tuple(a for a in ("S", "P+V") if a in plan.model_arms))
+            )
             for label in labels:
                 spec = _spec(plan, label, "model")
                 jobs.append(PlannedJob(f"bfcl-{entry.id}|{label}|model", None, entry, spec))

@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     plan = BenchPlan(
         out=out, quick=args.quick, seed=args.seed, concurrency=args.concurrency,
         arms=tuple(args.arms or ARM_LABELS), policies=tuple(args.policy or ("gold", "model")),
-        heuristic=not args.no_heuristic, bfcl_simple=args.bfcl[0], bfcl_parallel=args.bfcl[1],
+        heuristic=not args.no_heuristic, model_arms=tuple(args.model_arms or ARM_LABELS), bfcl_simple=args.bfcl[0], bfcl_parallel=args.bfcl[1],
         latency_s=args.latency, latency_sigma_s=args.sigma, max_tokens=args.max_tokens,
         task_ids=tuple(args.tasks or ()), declared_gap_pp=args.gap, engine_label=args.engine,
         command="harness " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "",
