@@ -226,6 +226,40 @@ def _launch(folder: Path, settings: VLLMSettings, counters: _Counters) -> Any:
         ) from exc
 
 
+def _engine_processes() -> set[int]:
+    """PIDs of the vLLM processes (engine core, workers) below this process."""
+    try:
+        import psutil  # a vLLM dependency
+    except ImportError:  # pragma: no cover
+        return set()
+    pids = set()
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.name().startswith("VLLM"):
+                pids.add(child.pid)
+    return pids
+
+
+def _terminate(pids: set[int], grace_s: float = 3.0) -> None:
+    """End the still-running processes among ``pids`` (SIGTERM, then SIGKILL)."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover
+        return
+    alive = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(pid)
+            if process.name().startswith("VLLM") and process.status() != psutil.STATUS_ZOMBIE:
+                process.terminate()
+                alive.append(process)
+    _, still = psutil.wait_procs(alive, timeout=grace_s)
+    for process in still:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(still, timeout=grace_s)
+
+
 def _stat_logger_factory(counters: _Counters) -> Callable[[Any, int], Any]:
     """A vLLM stat logger that adds the scheduler's prefix-cache counters to ``counters``."""
     from vllm.v1.metrics.loggers import StatLoggerBase
@@ -282,6 +316,7 @@ class VLLMEngine:
         self._closed = False
         self._drained: anyio.Event | None = None
         self._grammars: dict[tuple[str, bool], str] = {}
+        self._pids: set[int] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -307,10 +342,13 @@ class VLLMEngine:
         _apply_environment(resolved)
         _import_vllm()
         counters = _Counters()
+        before = _engine_processes()
         # No local variable may hold the AsyncLLM: importing vLLM leaves frames alive that
         # reach this one, and a leaked reference makes AsyncLLM.__del__ run at interpreter
         # exit (a TypeError from half-torn-down modules).
-        return cls(_launch(folder, resolved, counters), folder, resolved, counters)
+        engine = cls(_launch(folder, resolved, counters), folder, resolved, counters)
+        engine._pids = _engine_processes() - before
+        return engine
 
     async def __aenter__(self) -> Self:
         return self
@@ -349,6 +387,11 @@ class VLLMEngine:
             gc.collect()
             # Reap the engine core process now (vLLM joins it, but it can linger as a zombie).
             multiprocessing.active_children()
+        # If the engine core died (killed, OOM), its worker is orphaned and lingers for
+        # minutes; end what is left of this engine's processes.
+        if self._pids:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_terminate, self._pids)
 
     @property
     def closed(self) -> bool:
@@ -392,9 +435,11 @@ class VLLMEngine:
                 "the cause and start a new engine."
             )
 
-    def _grammar(self, tools: Sequence[ToolSpec], parallel: bool) -> str:
+    def _grammar(
+        self, tools: Sequence[ToolSpec], parallel: bool, max_calls: int | None = None
+    ) -> str:
         """EBNF for a valid reply, with no free whitespace (so replies render byte-stably)."""
-        schema = _format.reply_schema(tools, parallel)
+        schema = _format.reply_schema(tools, parallel, max_calls)
         # Property order is the emitted key order: never sort the schema's keys.
         key = (json.dumps(schema, ensure_ascii=False), parallel)
         cached = self._grammars.get(key)
@@ -431,7 +476,9 @@ class VLLMEngine:
             max_tokens = max(max_tokens, len(forced.encode("utf-8")) + 8)
         elif settings.constrain and tools:
             structured = StructuredOutputsParams(
-                grammar=self._grammar(tools, settings.parallel_tool_calls)
+                grammar=self._grammar(
+                    tools, settings.parallel_tool_calls, settings.max_parallel_calls
+                )
             )
         return SamplingParams(
             n=1,
@@ -463,7 +510,12 @@ class VLLMEngine:
                 f"{self.settings.max_model_len}; shorten the chat or raise max_model_len."
             )
         forced = _format.forced_text(settings, tools)
-        params = self._sampling_params(settings, tools, forced, budget)
+        from vllm.exceptions import VLLMClientError
+
+        try:
+            params = self._sampling_params(settings, tools, forced, budget)
+        except (VLLMClientError, ValueError, TypeError) as exc:  # validated eagerly
+            raise EngineRequestError(f"Bad generation settings: {exc}") from exc
         request_id = f"{self._salt}-{next(self._ids)}"
         final = await self._run(request_id, ids, params)
         return self._completion(final, prompt, settings, tools, forced)
