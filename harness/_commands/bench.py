@@ -80,6 +80,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="default: gold and model",
     )
     parser.add_argument(
+        "--model-arms",
+        nargs="+",
+        default=None,
+        metavar="ARM",
+        help="arms run under the model policy (default: all); BFCL parallel entries always run under P",
+    )
+    parser.add_argument(
         "--tasks", nargs="+", default=None, metavar="ID", help="only these task ids"
     )
     parser.add_argument(
@@ -166,7 +173,7 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
         eager = m.get("F+eager")
         div = row["dividend_F_measured"]
         print(
-            f"{row['n']:>3} {pair['S']:>13} {pair['F']:>13} {eager if eager is None else f'{eager:8.2f}':>8} "
+            f"{row['n']:>3} {pair['S']:>13} {pair['F']:>13} {'–' if eager is None else f'{eager:8.2f}':>8} "
             f"{pair['P']:>13} {'–' if div is None else f'{div:5.2f}':>7} | {row['dividend_F_predicted']:5.2f}"
         )
     print()

@@ -1,0 +1,103 @@
+"""The `harness run` and `harness bench` commands, on the scripted engine (no model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+
+def test_harness_run_compares_arms_on_the_scripted_engine(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert (
+        main(
+            [
+                "run",
+                "--task",
+                "fan_out-02",
+                "--engine",
+                "scripted",
+                "--latency",
+                "0",
+                "--arm",
+                "S",
+                "F",
+                "P",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "expected windows [4]" in out
+    rows = [
+        line.split() for line in out.splitlines() if line.strip().startswith(("S ", "F ", "P "))
+    ]
+    assert [r[0] for r in rows] == ["S", "F", "P"]
+    assert all(r[-1] == "yes" for r in rows)
+
+
+def test_harness_run_writes_a_trace_and_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    assert (
+        main(
+            [
+                "run",
+                "--task",
+                "chain-00",
+                "--engine",
+                "scripted",
+                "--latency",
+                "0",
+                "--arm",
+                "F",
+                "--trace",
+                str(trace),
+                "--json",
+            ]
+        )
+        == 0
+    )
+    jobs = json.loads(capsys.readouterr().out)
+    assert jobs[0]["windows"] == []
+    assert json.loads(trace.read_text().splitlines()[0])["task_id"] == "chain-00"
+
+
+def test_harness_run_rejects_bad_input_without_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "--task", "nope-99", "--engine", "scripted"]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+    assert main(["run", "--task", "fan_out-00", "--engine", "scripted", "--policy", "model"]) == 2
+    assert "gold" in capsys.readouterr().err
+
+
+def test_harness_bench_runs_resumes_and_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "bench", "--engine", "scripted", "--out", str(tmp_path), "--tasks", "fan_out-06", "chain-00",
+        "--arms", "S", "F", "--policy", "gold", "--model-arms", "S", "--bfcl", "0", "0", "--latency", "0",
+    ]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "R2:" in out
+    assert (tmp_path / "report.md").exists()
+    assert (
+        len((tmp_path / "results.jsonl").read_text().splitlines()) == 6
+    )  # 2 tasks × (S, F, F/heuristic)
+    assert main(args) == 0
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 6
+    assert main(["bench", "--report-only", str(tmp_path)]) == 0
+
+
+def test_harness_bench_report_only_on_an_empty_directory_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "--report-only", str(tmp_path)]) == 2
+    assert "run `harness bench --out" in capsys.readouterr().err
