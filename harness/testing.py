@@ -26,13 +26,13 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import anyio
 
 from harness.certkit import DEFAULT_EXAMPLES, CertificationReport, check_toolset
 from harness.engines.base import (
+    ClosingContext,
     Completion,
     GenerationSettings,
     Message,
@@ -43,7 +43,7 @@ from harness.engines.base import (
 )
 from harness.errors import EngineDeadError, ReplayDivergence
 
-__all__ = ("Reply", "ScriptedEngine", "ScriptedRequest", "certify_toolset")
+__all__ = ("Reply", "ScriptedEngine", "ScriptedRequest", "cached_prefix", "certify_toolset")
 
 Reply = str | ToolCall | Mapping[str, Any] | Sequence[ToolCall | Mapping[str, Any]] | Completion
 ScriptFn = Callable[[Sequence[Message], Sequence[ToolSpec]], Reply]
@@ -65,13 +65,27 @@ def _tokens(text: str) -> list[str]:
     return text.split()
 
 
+def cached_prefix(seen: Sequence[Sequence[str]], tokens: Sequence[str]) -> int:
+    """How many leading ``tokens`` an exact-match prefix cache holding the ``seen`` prompts
+    would serve: the longest common prefix with any of them."""
+    best = 0
+    for earlier in seen:
+        n = 0
+        for a, b in zip(earlier, tokens, strict=False):
+            if a != b:
+                break
+            n += 1
+        best = max(best, n)
+    return best
+
+
 def render_for_tokens(messages: Sequence[Message]) -> str:
     """The text the scripted engine counts tokens over (stable, order-preserving)."""
     return " ".join(json.dumps(m, sort_keys=True, ensure_ascii=False) for m in messages)
 
 
 @dataclass
-class ScriptedEngine:
+class ScriptedEngine(ClosingContext):
     """An engine that replays ``script`` (see the module docstring)."""
 
     script: ScriptFn | None = None
@@ -86,30 +100,11 @@ class ScriptedEngine:
     _in_flight: int = 0
     max_in_flight: int = 0
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     async def aclose(self) -> None:
         self._closed = True
 
     def _cached(self, tokens: list[str]) -> int:
-        best = 0
-        for seen in self._seen:
-            n = 0
-            for a, b in zip(seen, tokens, strict=False):
-                if a != b:
-                    break
-                n += 1
-            best = max(best, n)
-        return best
+        return cached_prefix(self._seen, tokens)
 
     def _reply(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: GenerationSettings

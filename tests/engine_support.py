@@ -18,6 +18,8 @@ from typing import Any
 import anyio
 import httpx
 
+from harness.testing import cached_prefix
+
 TINY_CONFIG = {
     "hidden_size": 128,
     "intermediate_size": 256,
@@ -80,15 +82,7 @@ class FakeOpenAIServer:
         return httpx.MockTransport(self.handle)
 
     def _cached(self, tokens: list[str]) -> int:
-        best = 0
-        for seen in self.seen:
-            n = 0
-            for a, b in zip(seen, tokens, strict=False):
-                if a != b:
-                    break
-                n += 1
-            best = max(best, n)
-        return best
+        return cached_prefix(self.seen, tokens)
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)

@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 __all__ = (
+    "ClosingContext",
     "Completion",
     "Engine",
     "GenerationSettings",
@@ -189,3 +190,23 @@ class Engine(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+class ClosingContext:
+    """The async-context-manager half of an engine (as ``httpx.BaseTransport`` has it):
+    ``async with engine:`` returns the engine and closes it on exit. Subclasses implement
+    :meth:`aclose`."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        raise NotImplementedError

@@ -30,14 +30,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import anyio
 import httpx
 
 from harness.engines import _format
 from harness.engines.base import (
+    ClosingContext,
     Completion,
     GenerationSettings,
     Message,
@@ -82,7 +82,7 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-class OpenAIHTTPEngine:
+class OpenAIHTTPEngine(ClosingContext):
     """An :class:`~harness.engines.base.Engine` over an OpenAI-compatible HTTP server.
 
     ``base_url`` is the API root, e.g. ``http://127.0.0.1:8000/v1``; ``model`` the served
@@ -129,17 +129,6 @@ class OpenAIHTTPEngine:
         self._client = client or httpx.AsyncClient(timeout=timeout_s)
         self._closed = False
         self._in_flight: set[anyio.CancelScope] = set()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Fail in-flight requests with EngineDeadError and close the engine (and the HTTP

@@ -31,14 +31,21 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import anyio
 import sniffio
 
 from harness.engines import _format
-from harness.engines.base import Completion, GenerationSettings, Message, Timings, ToolSpec, Usage
+from harness.engines.base import (
+    ClosingContext,
+    Completion,
+    GenerationSettings,
+    Message,
+    Timings,
+    ToolSpec,
+    Usage,
+)
 from harness.errors import ConfigError, EngineDeadError, EngineRequestError
 
 __all__ = ("CacheStats", "VLLMEngine", "VLLMSettings", "open_default_engine")
@@ -288,7 +295,7 @@ def _stat_logger_factory(counters: _Counters) -> Callable[[Any, int], Any]:
     return _PrefixCacheCounter
 
 
-class VLLMEngine:
+class VLLMEngine(ClosingContext):
     """One in-process vLLM engine shared by any number of concurrent loops.
 
     Create it with :meth:`start` (or :func:`open_default_engine`) inside an asyncio event loop;
@@ -349,17 +356,6 @@ class VLLMEngine:
         engine = cls(_launch(folder, resolved, counters), folder, resolved, counters)
         engine._pids = _engine_processes() - before
         return engine
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Fail every in-flight request with EngineDeadError, then shut vLLM down."""
