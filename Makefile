@@ -32,7 +32,10 @@ check: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest
+	# Two runs: the engine tests share one session-scoped engine on a session-wide event loop,
+	# which must not be running while unit tests start their own loops (anyio.run).
+	$(BIN)/pytest -m "not engine"
+	$(BIN)/pytest -m engine
 
 test: model check
 

@@ -88,3 +88,9 @@ async def real_engine(smollm2_dir: Path) -> AsyncIterator[Any]:
         yield engine
     finally:
         await engine.aclose()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Engine tests last: their shared engine lives on a session-wide event loop, and unit
+    tests that start their own loop (``anyio.run``) must all have run before it starts."""
+    items.sort(key=lambda item: item.get_closest_marker("engine") is not None)
