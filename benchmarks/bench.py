@@ -33,7 +33,7 @@ from harness._progress import Progress
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import CallRecord, Ledger, record_to_dict
-from harness.loop import Arm, LoopConfig, run_loop
+from harness.loop import LoopConfig, run_loop
 from toolsets.workspace import load_workspace_manifest
 
 __all__ = ("BenchPlan", "load_results", "plan_jobs", "run_bench")
@@ -77,11 +77,9 @@ class BenchPlan:
 
 
 def _spec(plan: BenchPlan, label: str, policy: str, detector: str = "schema_sound") -> JobSpec:
-    arm: Arm = "F" if label == "F+eager" else label  # type: ignore[assignment]
-    return JobSpec(
-        arm=arm, policy=policy, detector=detector, eager=label == "F+eager",  # type: ignore[arg-type]
-        latency_s=plan.latency_s, latency_sigma_s=plan.latency_sigma_s,
-        max_tokens=plan.max_tokens, latency_seed=plan.seed,
+    return JobSpec.from_label(
+        label, policy=policy, detector=detector, latency_s=plan.latency_s,
+        latency_sigma_s=plan.latency_sigma_s, max_tokens=plan.max_tokens, latency_seed=plan.seed,
     )  # fmt: skip
 
 
@@ -304,7 +302,3 @@ def versions() -> dict[str, str]:
     except (OSError, StopIteration):
         pass
     return out
-
-
-def dump_json(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True, default=str)

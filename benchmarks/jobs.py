@@ -16,7 +16,7 @@ from typing import Any
 from benchmarks.tasks import WorkloadTask
 from harness.certify import Certificate, SchemaSoundDetector
 from harness.engines.base import Engine, GenerationSettings, ToolCall
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.ledger import Ledger, record_to_dict
 from harness.loop import Arm, LoopConfig, LoopResult, Policy, run_loop
 from harness.manifest import Manifest
@@ -38,6 +38,14 @@ class JobSpec:
     latency_sigma_s: float = 0.0
     max_tokens: int = 160
     latency_seed: int = 0
+
+    @classmethod
+    def from_label(cls, label: str, **fields: Any) -> JobSpec:
+        """``S``, ``F``, ``F+eager``, ``P`` or ``P+V`` plus the other fields."""
+        arm = "F" if label == "F+eager" else label
+        if arm not in ("S", "F", "P", "P+V"):
+            raise ConfigError(f"Unknown arm {label!r}; choose S, F, F+eager, P or P+V.")
+        return cls(arm=arm, eager=label == "F+eager", **fields)  # type: ignore[arg-type]
 
     @property
     def label(self) -> str:

@@ -160,9 +160,6 @@ class Ledger:
             self._file.close()
             self._file = None
 
-    def of_kind(self, kind: str) -> list[Record]:
-        return [r for r in self.records if r.kind == kind]
-
     @staticmethod
     def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
         """Read a JSONL trace back as dicts (a torn last line from a crash is skipped)."""

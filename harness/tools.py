@@ -26,7 +26,7 @@ import itertools
 import re
 import string
 import typing
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
@@ -422,6 +422,3 @@ class Toolset(Mapping[str, Tool]):
         if unknown:
             raise ToolsetError(f"Handlers for tools that have no spec: {sorted(unknown)}.")
         return cls(tools, name=name)
-
-
-AsyncToolFn = Callable[..., Awaitable[Any]]

@@ -10,7 +10,6 @@ import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
 from harness.errors import ConfigError
-from harness.loop import Arm
 
 __all__ = ("register", "run")
 
@@ -83,14 +82,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _spec(label: str, args: argparse.Namespace) -> Any:
     from benchmarks.jobs import JobSpec
 
-    arm: Arm = "F" if label == "F+eager" else label  # type: ignore[assignment]  # argparse choices
     if args.latency < 0 or args.sigma < 0:
         raise ConfigError("--latency and --sigma must be zero or more seconds.")
     if args.max_tokens < 8:
         raise ConfigError("--max-tokens must be at least 8.")
-    return JobSpec(
-        arm=arm, policy=args.policy, detector=args.detector, eager=label == "F+eager",
-        latency_s=args.latency, latency_sigma_s=args.sigma, max_tokens=args.max_tokens,
+    return JobSpec.from_label(
+        label, policy=args.policy, detector=args.detector, latency_s=args.latency,
+        latency_sigma_s=args.sigma, max_tokens=args.max_tokens,
     )  # fmt: skip
 
 

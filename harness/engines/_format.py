@@ -30,11 +30,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.engines.base import GenerationSettings, Message, ToolCall, ToolSpec
+from harness.engines.base import (
+    Completion,
+    GenerationSettings,
+    Message,
+    Timings,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from harness.errors import EngineRequestError
 
 __all__ = (
     "DEFAULT_SYSTEM",
     "ParsedReply",
+    "forced_completion",
     "forced_text",
     "message_text",
     "parse_reply",
@@ -117,6 +127,21 @@ def serialize_calls(calls: Sequence[ToolCall]) -> str:
         for call in calls
     )
     return '{"tool_calls": [' + items + "]}"
+
+
+def forced_completion(
+    text: str, forced: str, settings: GenerationSettings, usage: Usage, timings: Timings, who: str
+) -> Completion:
+    """The completion of a forced (gold) request: the exact calls or answer that were forced,
+    once the engine's text is checked to be exactly the forced reply."""
+    if text != forced:
+        raise EngineRequestError(
+            f"The forced (gold) reply diverged: expected {forced!r}, {who} emitted {text!r}; "
+            "the structured-outputs backend did not constrain decoding."
+        )
+    if settings.forced:
+        return Completion(None, settings.forced, usage, timings, "tool_calls")
+    return Completion(settings.forced_answer or "", (), usage, timings, "stop")
 
 
 def serialize_answer(text: str) -> str:

@@ -297,14 +297,7 @@ class OpenAIHTTPEngine(ClosingContext):
         usage = _usage(data.get("usage"))
         timings = Timings(total_s=elapsed)
         if forced is not None:
-            if text != forced:
-                raise EngineRequestError(
-                    f"The forced (gold) reply diverged: expected {forced!r}, the server sent "
-                    f"{text!r}; does it honour structured_outputs?"
-                )
-            if settings.forced:
-                return Completion(None, settings.forced, usage, timings, "tool_calls")
-            return Completion(settings.forced_answer or "", (), usage, timings, "stop")
+            return _format.forced_completion(text, forced, settings, usage, timings, "the server")
         if self.tool_format == "harness":
             parsed = _format.parse_reply(
                 text,

@@ -579,14 +579,7 @@ class VLLMEngine(ClosingContext):
         timings = _timings(final.metrics)
         truncated = output.finish_reason == "length"
         if forced is not None:
-            if text != forced:
-                raise EngineRequestError(
-                    f"The forced (gold) reply diverged: expected {forced!r}, the engine emitted "
-                    f"{text!r}; the structured-outputs backend did not constrain decoding."
-                )
-            if settings.forced:
-                return Completion(None, settings.forced, usage, timings, "tool_calls")
-            return Completion(settings.forced_answer or "", (), usage, timings, "stop")
+            return _format.forced_completion(text, forced, settings, usage, timings, "the engine")
         parsed = _format.parse_reply(
             text, truncated=truncated, has_tools=bool(tools), salt=prompt[-512:]
         )
