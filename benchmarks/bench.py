@@ -11,7 +11,7 @@ task, so the arms of one task run side by side under the same engine load.
 Output directory: ``results.jsonl`` (one job per line: every turn, call and window; a finished
 job is never re-run when the command is restarted with the same directory), ``summary.json``,
 ``regime.json`` (the measured regime, readable by ``harness frontier --params``),
-``report.md`` and PNG plots (:mod:`benchmarks.report`).
+``report.md`` and PNG plots (:mod:`harness.benchmarks.report`).
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from typing import Any
 
 import anyio
 
-from benchmarks.bfcl import BFCLEntry, select_entries
-from benchmarks.jobs import JobSpec, dumps, job_id, run_job
-from benchmarks.tasks import WorkloadTask, generate_tasks
 from harness._progress import Progress
+from harness.benchmarks.bfcl import BFCLEntry, select_entries
+from harness.benchmarks.jobs import JobSpec, dumps, job_id, run_job
+from harness.benchmarks.tasks import WorkloadTask, generate_tasks
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop import LoopConfig, run_loop
-from toolsets.workspace import load_workspace_manifest
+from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = ("BenchPlan", "load_results", "plan_jobs", "run_bench")
 
@@ -225,7 +225,7 @@ def load_results(path: Path) -> list[dict[str, Any]]:
 
 async def run_bench(engine: Engine, plan: BenchPlan, *, scripted: bool = False) -> dict[str, Any]:
     """Run (or resume) the plan on ``engine``; write results, summary, regime, report."""
-    from benchmarks.report import write_report
+    from harness.benchmarks.report import write_report
 
     plan.out.mkdir(parents=True, exist_ok=True)
     results_path = plan.out / "results.jsonl"

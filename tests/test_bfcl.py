@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bfcl import (
+from harness.benchmarks.bfcl import (
     CATEGORIES,
     INSTALL_HINT,
     BFCLDataError,

@@ -124,8 +124,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchmarks.bench import ARM_LABELS, BenchPlan, load_results, run_bench, versions
-    from benchmarks.report import write_report
+    from harness.benchmarks.bench import ARM_LABELS, BenchPlan, load_results, run_bench, versions
+    from harness.benchmarks.report import write_report
 
     if args.report_only is not None:
         path = args.report_only / "results.jsonl"
