@@ -180,6 +180,7 @@ def test_the_regime_estimate_keeps_nominal_values_it_cannot_measure() -> None:
 
 
 def test_a_bfcl_run_scores_distinct_calls_even_when_the_model_repeats_itself() -> None:
+    pytest.importorskip("bfcl_eval", reason="the BFCL data: pip install --no-deps bfcl-eval")
     from harness.benchmarks.bench import _spec, run_bfcl_job
     from harness.benchmarks.bfcl import load_entries
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("bfcl_eval", reason="the BFCL data: pip install --no-deps bfcl-eval")
+
 from harness.benchmarks.bfcl import (
     CATEGORIES,
     INSTALL_HINT,
