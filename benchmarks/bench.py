@@ -204,20 +204,27 @@ def _end_torn_line(path: Path) -> None:
 
 
 def _distinct_calls(ledger: Ledger) -> list[ToolCall]:
-    """The calls a BFCL run made, in order, an identical repeat (same name and arguments)
-    counted once: tools return a constant stub, so a small model often re-issues its call."""
-    seen: set[tuple[str, str]] = set()
+    """The calls a BFCL run made, in order, a call that repeats one of an earlier turn (same
+    name and arguments) counted once: tools return a constant stub, so a small model often
+    re-issues its call. Identical calls within one turn all count (``parallel_158`` asks for
+    two identical calls twice, in one P message)."""
+    earlier: set[tuple[str, str]] = set()
+    this_turn: set[tuple[str, str]] = set()
+    turn = None
     out = []
     for record in ledger.records:
         if isinstance(record, CallRecord):
+            if record.turn != turn:
+                earlier |= this_turn
+                this_turn, turn = set(), record.turn
             key = (
                 record.tool,
                 json.dumps(json.loads(record.arguments or "{}"), sort_keys=True)
                 if _is_json(record.arguments)
                 else record.arguments,
             )
-            if key not in seen:
-                seen.add(key)
+            if key not in earlier:
+                this_turn.add(key)
                 out.append(ToolCall(record.call_id, record.tool, record.arguments))
     return out
 

@@ -503,6 +503,27 @@ def test_the_bench_runs_single_call_categories_under_s_and_parallel_ones_under_p
     assert picked == {"live_simple", "live_parallel"}
 
 
+@pytest.mark.anyio
+async def test_identical_calls_in_one_parallel_message_all_count_but_a_repeat_turn_does_not() -> (
+    None
+):
+    from benchmarks.bench import _spec, run_bfcl_job
+
+    entry = next(e for e in ENTRIES["parallel"] if e.id == "parallel_158")
+    gold = entry.gold_calls()
+    assert len({json.dumps(dict(g.arguments)) for g in gold}) < len(gold)  # two pairs of twins
+    calls = [{"name": g.name, "arguments": dict(g.arguments)} for g in gold]
+    turns = iter([calls, calls, calls])
+
+    def parallel_then_again(messages: Any, tools: Any) -> Any:
+        return next(turns, "Done.")
+
+    plan = BenchPlan(out=Path("."), bfcl_simple=0, bfcl_parallel=0)
+    job = await run_bfcl_job(ScriptedEngine(parallel_then_again), entry, _spec(plan, "P", "model"))
+    assert len(job["calls"]) == 3 * len(gold)
+    assert job["success"] is True, job["failures"]
+
+
 def _bfcl_job(category: str, arm: str, index: int, success: bool) -> dict[str, Any]:
     return {
         "job_id": f"bfcl-{category}_{index}|{arm}|model", "task_id": f"bfcl-{category}_{index}",
