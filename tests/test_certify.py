@@ -365,3 +365,18 @@ def test_a_slot_count_resolves_the_ambiguity() -> None:
     closing = tracker.admit(call(1, "read_doc", key="b"))
     assert closing.admission.completes is not None
     assert tracker.admit(call(2, "read_doc", key="from-a")).admission.action == "serial"
+
+
+def test_batch_and_online_certification_report_an_over_filled_phase_with_the_same_code() -> None:
+    ts = make_toolset(Store())
+    phase = MANIFEST.skill("report").phases[0]  # fan_out read_doc, slots = input:keys
+    inputs = {"keys": ["a"]}
+    calls = [call(0, "read_doc", key="a"), call(1, "read_doc", key="b")]
+    batch = SchemaSoundDetector().certify(ts, calls, phase, inputs)
+    assert isinstance(batch, Rejection)
+    assert "D3_over_slots" in batch.codes
+    online = Windows(SchemaSoundDetector().tracker(ts, MANIFEST.skill("report"), inputs))
+    online.admit(calls[0])
+    second = online.admit(calls[1])
+    assert second.admission.action == "serial"
+    assert second.admission.failures[0].code == "D3_over_slots"

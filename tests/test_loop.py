@@ -474,3 +474,41 @@ async def test_a_parallel_arm_gets_a_token_budget_for_a_whole_window() -> None:
     result, engine, _ = await gold_run("P", generation=GenerationSettings(max_tokens=50))
     assert {r.settings.max_tokens for r in engine.requests} == {200}
     assert result.summary.finished
+
+
+class RecordingExecutor:
+    """An executor that runs calls in process and records each call's start and end (what a
+    journal does at the execution seam)."""
+
+    def __init__(self, toolset: Toolset) -> None:
+        self.toolset = toolset
+        self.events: list[tuple[str, str]] = []
+
+    async def execute(self, call: Any) -> Any:
+        from harness.calls import execute_call
+
+        self.events.append(("intent", call.id))
+        result = await execute_call(self.toolset, call)
+        self.events.append(("outcome", call.id))
+        return result
+
+
+@pytest.mark.parametrize("arm", ["S", "F", "P", "P+V"])
+async def test_every_call_of_every_arm_goes_through_the_executor_once(arm: str) -> None:
+    store = seeded_store(KEYS)
+    executor = RecordingExecutor(make_toolset(store))
+    result = await run_loop(
+        ScriptedEngine(),
+        executor.toolset,
+        report_task(KEYS),
+        LoopConfig(arm=arm, policy="gold"),  # type: ignore[arg-type]
+        manifest=MANIFEST,
+        executor=executor,
+    )
+    ids = [c.id for c in result.calls]
+    assert sorted(i for kind, i in executor.events if kind == "intent") == sorted(ids)
+    assert sorted(i for kind, i in executor.events if kind == "outcome") == sorted(ids)
+    for call_id in ids:
+        assert executor.events.index(("intent", call_id)) < executor.events.index(
+            ("outcome", call_id)
+        )

@@ -152,12 +152,12 @@ async def _drive(state: RunState, arm: ArmStrategy) -> str | None:
         settings = arm.settings()
         completion = await state.generate(settings, window_open=arm.window_open)
         if completion.finish_reason == "length" and not completion.tool_calls:
-            state.mistake(completion, settings.max_tokens)
+            state.cut_off(completion, settings.max_tokens)
             continue
-        state.check_stuck(completion)
+        state.budgets.check_stuck(completion)
         completion = await arm.review(completion)
         done = await arm.handle(completion)
-        state.check_error_budget()
+        state.budgets.check_errors()
         if done:
             return completion.content
 

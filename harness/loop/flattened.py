@@ -64,7 +64,7 @@ class FlattenedArm:
                 await self.state.reveal(closed)
                 self.state.count.discards += 1
                 return False
-            self.state.answer(completion)
+            self.state.transcript.append_answer(completion)
             return True
         for call in completion.tool_calls:
             await self._admit(call, completion)
@@ -79,11 +79,11 @@ class FlattenedArm:
             failures = admission.failures
             self.state.discard(call, failures[0].message if failures else admission.reason)
             return
-        self.state.append_calls(completion, [call])
+        self.state.transcript.append_calls(completion, [call])
         if step.window is None:
             await self.state.run_serial(call)
         else:
             step.window.dispatch(call)
-            self.state.append_result(call, step.window.marker)
+            self.state.transcript.append_result(call, step.window.marker)
         if step.completed is not None:
             await self.state.reveal(step.completed)

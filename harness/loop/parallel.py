@@ -66,7 +66,7 @@ class ParallelArm:
         state = self.state
         calls = list(completion.tool_calls)
         if not calls:
-            state.answer(completion)
+            state.transcript.append_answer(completion)
             return True
         phase = self.phase_of(completion)
         verdict = self.detector.certify(state.toolset, calls, phase, state.task.inputs)
@@ -74,7 +74,7 @@ class ParallelArm:
         for call in calls:  # advance the phase position
             self.windows.admit(call)
         self.windows.close("message")
-        state.append_calls(completion, calls)
+        state.transcript.append_calls(completion, calls)
         self.gold_step += 1
         if not certified:
             for call in calls:
@@ -83,7 +83,7 @@ class ParallelArm:
         results = await gather([partial(state.execute, c) for c in calls])
         index = state.next_window_index()
         for call, result in zip(calls, results, strict=True):
-            state.append_result(call, result.content)
+            state.transcript.append_result(call, result.content)
             state.record_call(result, call, "parallel", index)
         state.record_window(
             index,

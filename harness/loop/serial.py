@@ -20,7 +20,7 @@ def serial_settings(state: RunState) -> GenerationSettings:
     base = replace(state.config.generation, parallel_tool_calls=False)
     if state.config.policy == "gold":
         flat = state.task.gold_calls
-        done = sum(1 for m in state.messages if m["role"] == "tool")
+        done = state.transcript.tool_messages
         if done < len(flat):
             base = replace(base, forced=(flat[done].to_tool_call(f"gold_{done}"),))
         else:
@@ -44,9 +44,9 @@ class SerialArm:
 
     async def handle(self, completion: Completion) -> bool:
         if not completion.tool_calls:
-            self.state.answer(completion)
+            self.state.transcript.append_answer(completion)
             return True
         for call in completion.tool_calls:
-            self.state.append_calls(completion, [call])
+            self.state.transcript.append_calls(completion, [call])
             await self.state.run_serial(call)
         return False

@@ -2,16 +2,16 @@
 
 :class:`RunState` is what every arm works on. It owns
 
-* the transcript (``messages``: what the serial arm would see, markers standing in for
-  withheld results until their window is revealed) and where each call's result sits in it;
+* the transcript (:class:`~harness.loop.transcript.Transcript`: what the serial arm would
+  see, markers standing in for withheld results until their window is revealed);
 * generation (:meth:`RunState.generate`: one turn, its call ids renumbered run-unique and
   arm-independent, its :class:`~harness.ledger.TurnRecord`);
 * the one call-execution seam (:meth:`RunState.execute` through an
   :class:`~harness.calls.Executor`, and :meth:`RunState.record_call` for the outcome);
 * the absorb turn: :meth:`RunState.reveal` puts a closed window's results in place of its
   markers and makes the next generation that window's absorb turn;
-* the budgets (turns, consecutive model mistakes, identical calls, D2 discards, resamples),
-  each ending in :class:`~harness.errors.UsageLimitExceeded` with the number and the fix.
+* the budgets and counters (:class:`~harness.loop.budgets.Budgets`);
+* the ledger records of turns, calls and windows, built by keyword.
 """
 
 from __future__ import annotations
@@ -20,19 +20,20 @@ import itertools
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from harness.calls import Executor, ToolResult
 from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolCall
-from harness.errors import UsageLimitExceeded
 from harness.ledger import CallRecord, Ledger, TurnRecord, WindowRecord
+from harness.loop.budgets import Budgets, Counters
 from harness.loop.config import LoopConfig
+from harness.loop.transcript import Transcript
 from harness.manifest import Skill
 from harness.task import Task
 from harness.tools import Toolset
 from harness.window import Window
 
-__all__ = ("DEFAULT_LOOP_SYSTEM", "Counters", "RunState")
+__all__ = ("DEFAULT_LOOP_SYSTEM", "RunState")
 
 #: The same in every arm, so the prefix (system prompt and tools) is identical across arms;
 #: how many calls a reply may carry is the engine's format instruction
@@ -41,18 +42,6 @@ DEFAULT_LOOP_SYSTEM = (
     "You are a careful assistant that solves the user's task with the tools provided. "
     "When you have everything you need, reply with the final answer."
 )
-
-
-@dataclass
-class Counters:
-    """What the run summary counts."""
-
-    turns: int = 0
-    windows: int = 0
-    discards: int = 0
-    resamples: int = 0
-    model_errors: int = 0
-    consecutive_errors: int = 0
 
 
 class RunState:
@@ -81,21 +70,21 @@ class RunState:
         self.detector_name = detector_name
         self.run_id = run_id or f"{task.id}-{config.arm}-{uuid.uuid4().hex[:8]}"
         self.specs = toolset.specs()
-        self.messages: list[Message] = [
-            {"role": "system", "content": task.system or DEFAULT_LOOP_SYSTEM},
-            {"role": "user", "content": task.prompt},
-        ]
+        self.transcript = Transcript(task.system or DEFAULT_LOOP_SYSTEM, task.prompt)
+        self.budgets = Budgets(config, task.id, self.run_id, task.max_turns or config.max_turns)
         self.results: dict[str, ToolResult] = {}
         self.calls: list[ToolCall] = []
-        self.count = Counters()
-        self.max_turns = task.max_turns or config.max_turns
         self._ids = itertools.count()
         self._emitted_turn: dict[str, int] = {}  # the turn that emitted each call
-        self._result_at: dict[str, int] = {}  # where each call's result sits in messages
         self._absorbing: Window | None = None  # revealed; the next turn is its absorb turn
-        self._last_mistake = ""
-        self._last_call: tuple[str, str] | None = None
-        self._repeats = 0
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.transcript.messages
+
+    @property
+    def count(self) -> Counters:
+        return self.budgets.count
 
     @property
     def turn(self) -> int:
@@ -108,13 +97,7 @@ class RunState:
     ) -> Completion:
         """One generation turn (bounded by the turn budget), renumbered and recorded;
         ``window_open``: results are withheld while it is generated."""
-        if self.turn >= self.max_turns:
-            raise UsageLimitExceeded(
-                f"Task {self.task.id!r} reached its limit of {self.max_turns} turns without a "
-                "final answer; raise max_turns or check the prompt.",
-                run_id=self.run_id,
-                turn=self.turn,
-            )
+        self.budgets.check_turns()
         started = time.monotonic()
         completion = await self.engine.generate(self.messages, self.specs, settings)
         return self.took_turn(completion, "call", started, window_open=window_open)
@@ -166,23 +149,6 @@ class RunState:
             )
         )
 
-    # -- the transcript ---------------------------------------------------------------------
-
-    def append_calls(self, completion: Completion, calls: Sequence[ToolCall]) -> None:
-        """The assistant message carrying ``calls`` (of ``completion``)."""
-        message = completion.to_message()
-        message["tool_calls"] = [c.to_openai() for c in calls]
-        self.messages.append(message)
-
-    def append_result(self, call: ToolCall, content: str) -> None:
-        self._result_at[call.id] = len(self.messages)
-        self.messages.append(
-            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
-        )
-
-    def answer(self, completion: Completion) -> None:
-        self.messages.append(completion.to_message())
-
     # -- calls ------------------------------------------------------------------------------
 
     async def execute(self, call: ToolCall) -> ToolResult:
@@ -192,7 +158,7 @@ class RunState:
     async def run_serial(self, call: ToolCall) -> None:
         """Run ``call`` on its own, block on it and append its result."""
         result = await self.execute(call)
-        self.append_result(call, result.content)
+        self.transcript.append_result(call, result.content)
         self.record_call(result, call, "serial", None)
 
     def record_call(
@@ -201,12 +167,7 @@ class RunState:
         """A call's outcome: kept, counted against the mistake budget, and recorded."""
         self.results[call.id] = result
         self.calls.append(call)
-        if result.is_error:
-            self.count.model_errors += 1
-            self.count.consecutive_errors += 1
-            self._last_mistake = result.content
-        else:
-            self.count.consecutive_errors = 0
+        self.budgets.outcome(result.is_error, result.content)
         self.ledger.emit(
             CallRecord(
                 run_id=self.run_id,
@@ -237,8 +198,7 @@ class RunState:
         results = await window.results()
         index = self.next_window_index()
         for call, result in zip(window.calls, results, strict=True):
-            at = self._result_at[call.id]  # a new dict: never mutate a message an engine holds
-            self.messages[at] = {**self.messages[at], "content": result.content}
+            self.transcript.fill(call, result.content)
             self.record_call(result, call, window.mode, index)
         self._absorbing = window
         certificate = window.certificate
@@ -287,12 +247,11 @@ class RunState:
             )
         )
 
-    # -- budgets ----------------------------------------------------------------------------
+    # -- budgets that record ------------------------------------------------------------
 
     def discard(self, call: ToolCall, reason: str) -> None:
         """A call dropped under D2 (see :class:`~harness.certify.Admission`): recorded as a
         ``discard`` turn and counted against ``flatten.max_discards``."""
-        self.count.discards += 1
         self.ledger.emit(
             TurnRecord(
                 run_id=self.run_id,
@@ -303,74 +262,9 @@ class RunState:
                 started=time.monotonic(),
             )
         )
-        limit = self.config.flatten.max_discards
-        if self.count.discards > limit:
-            raise UsageLimitExceeded(
-                f"{self.count.discards} calls were discarded under D2 (last: {reason}); the "
-                f"budget is {limit}. Declare slot counts in the manifest so windows "
-                "close before dependent calls are generated.",
-                run_id=self.run_id,
-                call_id=call.id,
-                tool=call.name,
-                turn=self.turn,
-            )
+        self.budgets.discarded(call, reason)
 
-    def check_error_budget(self) -> None:
-        if self.count.consecutive_errors > self.config.max_model_errors:
-            last = self._last_mistake
-            raise UsageLimitExceeded(
-                f"The model made {self.count.consecutive_errors} mistakes in a row (last: "
-                f"{last[:160]}); the budget is {self.config.max_model_errors}. Check the prompt "
-                "and tool descriptions, or raise max_model_errors.",
-                run_id=self.run_id,
-                turn=self.turn,
-            )
-
-    def check_stuck(self, completion: Completion) -> None:
-        """A model that emits the very same call ``max_identical_calls`` turns in a row is stuck
-        in a loop: end the run with a typed error instead of burning the turn budget."""
-        if len(completion.tool_calls) != 1:
-            self._last_call, self._repeats = None, 0
-            return
-        call = completion.tool_calls[0]
-        key = (call.name, call.arguments)
-        self._repeats = self._repeats + 1 if key == self._last_call else 1
-        self._last_call = key
-        if self._repeats >= self.config.max_identical_calls:
-            raise UsageLimitExceeded(
-                f"The model emitted the same call {call.name}({call.arguments[:120]}) "
-                f"{self._repeats} turns in a row: it is stuck. Improve the prompt or the tool's "
-                "result, or raise max_identical_calls.",
-                run_id=self.run_id,
-                call_id=call.id,
-                tool=call.name,
-                turn=self.turn,
-            )
-
-    def mistake(self, completion: Completion, limit: int) -> None:
+    def cut_off(self, completion: Completion, limit: int) -> None:
         """A reply cut at ``limit`` tokens with no usable call: tell the model, count it."""
-        self.count.model_errors += 1
-        self.count.consecutive_errors += 1
-        self._last_mistake = f"a reply cut off at {limit} tokens with no usable call"
-        self.messages.append(completion.to_message())
-        self.messages.append(
-            {
-                "role": "user",
-                "content": (
-                    f"Your reply was cut off at {limit} tokens. "
-                    "Reply with one tool call or a short final answer."
-                ),
-            }
-        )
-        self.check_error_budget()
-
-    def resample_budget(self, k: int) -> None:
-        """P+V is about to draw ``k`` candidates: they must fit in the turn budget."""
-        if self.turn + k > self.max_turns:
-            raise UsageLimitExceeded(
-                f"Task {self.task.id!r} would pass its limit of {self.max_turns} turns while "
-                f"resampling a rejected window ({k} candidates); raise max_turns or lower "
-                "max_resamples.",
-                run_id=self.run_id,
-                turn=self.turn,
-            )
+        self.transcript.append_cut_off(completion, limit)
+        self.budgets.cut_off(limit)

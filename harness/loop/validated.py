@@ -59,7 +59,7 @@ class ValidatedArm(ParallelArm):
         seed0 = (base.seed or 0) + 1 + offset
         temperature = state.config.resample.temperature
         settings = [replace(base, temperature=temperature, seed=seed0 + i) for i in range(k)]
-        state.resample_budget(k)
+        state.budgets.check_resample(k)
         started = time.monotonic()
         candidates = await sample_batch(state.engine, state.messages, state.specs, settings)
         return [state.took_turn(c, "resample", started) for c in candidates]
