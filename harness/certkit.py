@@ -110,7 +110,7 @@ def check_toolset(
         raise ConfigError(f"max_window must be at least 2, got {max_window}.")
     _refuse_running_loop()
     try:
-        from harness import _certkit_checks as checks
+        from harness._certkit_checks import Kit
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("hypothesis"):
             raise ConfigError(
@@ -121,7 +121,7 @@ def check_toolset(
     started = time.monotonic()
     cert = as_certifiable(toolset)
     loaded = load_manifest(manifest) if isinstance(manifest, str | Path) else manifest
-    kit = checks.Kit.start(
+    kit = Kit.start(
         cert,
         seed=seed,
         examples=examples,

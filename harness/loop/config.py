@@ -22,6 +22,7 @@ __all__ = (
 Arm = Literal["S", "F", "P", "P+V"]
 Policy = Literal["model", "gold"]
 ARMS: tuple[Arm, ...] = ("S", "F", "P", "P+V")
+POLICY_NAMES: tuple[Policy, ...] = ("model", "gold")
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,9 @@ class LoopConfig:
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
             raise ConfigError(f"Unknown arm {self.arm!r}; choose one of {', '.join(ARMS)}.")
-        if self.policy not in ("model", "gold"):
-            raise ConfigError(f"Unknown policy {self.policy!r}; choose 'model' or 'gold'.")
+        if self.policy not in POLICY_NAMES:
+            choices = " or ".join(repr(p) for p in POLICY_NAMES)
+            raise ConfigError(f"Unknown policy {self.policy!r}; choose {choices}.")
         if self.max_turns < 1 or self.max_window < 1:
             raise ConfigError("max_turns and max_window must be at least 1.")
 

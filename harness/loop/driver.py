@@ -26,6 +26,7 @@ from harness.loop.arm import ArmStrategy
 from harness.loop.config import Arm, LoopConfig, Policy
 from harness.loop.flattened import FlattenedArm
 from harness.loop.parallel import ParallelArm
+from harness.loop.policy import POLICIES
 from harness.loop.serial import SerialArm
 from harness.loop.state import RunState
 from harness.loop.validated import ValidatedArm
@@ -104,6 +105,7 @@ async def run_loop(
         ledger or Ledger(),
         run_id,
         detector_name=detector.name,
+        policy=POLICIES[config.policy](),
     )
     started = time.monotonic()
     answer: str | None = None

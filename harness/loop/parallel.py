@@ -16,7 +16,7 @@ from anyio.abc import TaskGroup
 from harness.certify import Certificate, Detector
 from harness.engines.base import Completion, GenerationSettings
 from harness.engines.batch import gather
-from harness.loop.arm import gold_answer, with_room_for_forced
+from harness.loop.policy import with_room_for_forced
 from harness.loop.state import RunState
 from harness.manifest import Phase
 from harness.window import Windows
@@ -33,11 +33,11 @@ class ParallelArm:
         self.state = state
         self.detector = detector
         self.windows = Windows(detector.tracker(state.toolset, state.skill, state.task.inputs))
-        self.gold_step = 0  # gold steps emitted so far (the gold policy forces one per message)
+        self.step = 0  # messages of calls handled so far (the gold policy forces one step each)
 
     def settings(self) -> GenerationSettings:
         """A whole window per message: ``parallel.token_factor`` times the tokens, at most
-        ``max_window`` calls; under the gold policy the next gold step is forced."""
+        ``max_window`` calls, steered by the run's policy."""
         config = self.state.config
         base = replace(
             config.generation,
@@ -45,15 +45,7 @@ class ParallelArm:
             max_tokens=config.generation.max_tokens * config.parallel.token_factor,
             max_parallel_calls=config.max_window,
         )
-        if config.policy == "gold":
-            gold = self.state.task.gold_steps
-            if self.gold_step < len(gold):
-                step = gold[self.gold_step]
-                calls = tuple(g.to_tool_call(f"gold_{i}") for i, g in enumerate(step))
-                base = replace(base, forced=calls)
-            else:
-                base = gold_answer(self.state, base)
-        return with_room_for_forced(base)
+        return with_room_for_forced(self.state.steer(base, step=self.step))
 
     def phase_of(self, completion: Completion) -> Phase | None:
         calls = completion.tool_calls
@@ -75,7 +67,7 @@ class ParallelArm:
             self.windows.admit(call)
         self.windows.close("message")
         state.transcript.append_calls(completion, calls)
-        self.gold_step += 1
+        self.step += 1
         if not certified:
             for call in calls:
                 await state.run_serial(call)

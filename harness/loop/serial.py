@@ -8,24 +8,16 @@ from anyio.abc import TaskGroup
 
 from harness.certify import Detector
 from harness.engines.base import Completion, GenerationSettings
-from harness.loop.arm import gold_answer, with_room_for_forced
+from harness.loop.policy import with_room_for_forced
 from harness.loop.state import RunState
 
 __all__ = ("SerialArm", "serial_settings")
 
 
 def serial_settings(state: RunState) -> GenerationSettings:
-    """One call per reply (arms S and F); under the gold policy the next gold call is forced
-    (counted by the tool messages so far, withheld ones included), then the gold answer."""
+    """One call per reply (arms S and F), steered by the run's policy."""
     base = replace(state.config.generation, parallel_tool_calls=False)
-    if state.config.policy == "gold":
-        flat = state.task.gold_calls
-        done = state.transcript.tool_messages
-        if done < len(flat):
-            base = replace(base, forced=(flat[done].to_tool_call(f"gold_{done}"),))
-        else:
-            base = gold_answer(state, base)
-    return with_room_for_forced(base)
+    return with_room_for_forced(state.steer(base, step=None))
 
 
 class SerialArm:

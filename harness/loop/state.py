@@ -27,6 +27,7 @@ from harness.engines.base import Completion, Engine, GenerationSettings, Message
 from harness.ledger import CallRecord, Ledger, TurnRecord, WindowRecord
 from harness.loop.budgets import Budgets, Counters
 from harness.loop.config import LoopConfig
+from harness.loop.policy import PolicyStrategy
 from harness.loop.transcript import Transcript
 from harness.manifest import Skill
 from harness.task import Task
@@ -59,6 +60,7 @@ class RunState:
         run_id: str | None,
         *,
         detector_name: str,
+        policy: PolicyStrategy,
     ) -> None:
         self.engine = engine
         self.toolset = toolset
@@ -68,6 +70,7 @@ class RunState:
         self.skill = skill
         self.ledger = ledger
         self.detector_name = detector_name
+        self.policy = policy
         self.run_id = run_id or f"{task.id}-{config.arm}-{uuid.uuid4().hex[:8]}"
         self.specs = toolset.specs()
         self.transcript = Transcript(task.system or DEFAULT_LOOP_SYSTEM, task.prompt)
@@ -91,6 +94,10 @@ class RunState:
         return self.count.turns
 
     # -- generation -----------------------------------------------------------------------------
+
+    def steer(self, base: GenerationSettings, *, step: int | None) -> GenerationSettings:
+        """``base`` steered by the run's policy (see :mod:`harness.loop.policy`)."""
+        return self.policy.steer(self.task, self.transcript, base, step=step)
 
     async def generate(
         self, settings: GenerationSettings, *, window_open: bool = False
