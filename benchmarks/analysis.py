@@ -60,6 +60,11 @@ class Interval:
         return f"[{self.low:.3g}, {self.high:.3g}]"
 
 
+#: Turn records that mark a discarded call, not a generation ("repair" in files written
+#: before the name changed).
+_MARKERS = ("discard", "repair")
+
+
 def bootstrap_ci(
     values: Sequence[float],
     stat: Callable[[Sequence[float]], float] = statistics.fmean,
@@ -79,8 +84,8 @@ def bootstrap_ci(
 
 
 def _turns_by_index(job: Job) -> dict[int, Mapping[str, Any]]:
-    """Generation turns by index (repair markers, which have no wall time, excluded)."""
-    return {t["turn"]: t for t in job.get("turns", []) if t.get("purpose") != "repair"}
+    """Generation turns by index (discard markers, which have no wall time, excluded)."""
+    return {t["turn"]: t for t in job.get("turns", []) if t.get("purpose") not in _MARKERS}
 
 
 def span(job: Job, call_ids: Iterable[str]) -> float | None:
@@ -154,7 +159,7 @@ def estimate_regime(jobs: Sequence[Job], *, base: Regime | None = None) -> Regim
     windows per task when no window certified, ...) keep ``base``'s values."""
     base = base or Regime()
     serial = [j for j in jobs if j.get("arm") == "S" and j.get("policy") == "gold"]
-    turns = [t for j in serial for t in j.get("turns", []) if t.get("purpose") != "repair"]
+    turns = [t for j in serial for t in j.get("turns", []) if t.get("purpose") not in _MARKERS]
     calls = [c for j in serial for c in j.get("calls", []) if not c.get("is_error")]
     values: dict[str, float] = {}
     prefill = [

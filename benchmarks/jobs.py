@@ -18,7 +18,7 @@ from harness.certify import Certificate, SchemaSoundDetector
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import Ledger, record_to_dict
-from harness.loop import Arm, LoopConfig, LoopResult, Policy, run_loop
+from harness.loop import Arm, FlattenSettings, LoopConfig, LoopResult, Policy, run_loop
 from harness.manifest import Manifest
 from harness.toolsets.workspace import Latency, fingerprint
 
@@ -88,8 +88,8 @@ async def run_job(
         arm=spec.arm,
         policy=spec.policy,
         detector=spec.detector,
-        eager=spec.eager,
         generation=GenerationSettings(max_tokens=spec.max_tokens),
+        flatten=FlattenSettings(eager=spec.eager),
     )
     error = None
     result: LoopResult | None = None
