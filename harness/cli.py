@@ -80,8 +80,9 @@ def _named_command(argv: Sequence[str]) -> str | None:
     return None
 
 
-def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    """The parser for ``argv``: every command listed, the one ``argv`` names fully built."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser, every command built (for references and tests); given ``argv``, the
+    parser :func:`main` uses: every command listed, only the one ``argv`` names built."""
     parser = argparse.ArgumentParser(
         prog="harness",
         description=DESCRIPTION,
@@ -91,16 +92,15 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _add_logging_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    named = _named_command(argv)
+    built = list(COMMANDS) if argv is None else [_named_command(argv)]
     for name, summary in COMMANDS.items():
-        if name == named:
+        if name in built:
             importlib.import_module(f"harness._commands.{name}").register(sub)
+            command = sub.choices[name]
+            for child in [command, *_subparsers(command)]:
+                _add_logging_options(child, top=False)
         else:
             sub.add_parser(name, help=summary)
-    if named is not None:
-        command = sub.choices[named]
-        for child in [command, *_subparsers(command)]:
-            _add_logging_options(child, top=False)
     return parser
 
 

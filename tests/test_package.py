@@ -192,13 +192,22 @@ def test_help_and_version_load_no_command_module(tmp_path: Path) -> None:
 
 
 def test_help_lists_every_command_with_the_summary_its_module_registers() -> None:
-    listing = build_parser().format_help()
+    listing = build_parser(["--help"]).format_help()
     for name, summary in COMMANDS.items():
         assert name in listing
         full = build_parser([name])
         action = next(a for a in full._subparsers._group_actions if a.dest == "command")  # type: ignore[union-attr]
         helps = {choice.dest: choice.help for choice in action._choices_actions}
         assert helps[name] == summary, f"harness._commands.{name} registers another summary"
+
+
+def test_the_whole_parser_builds_every_command_for_references() -> None:
+    whole = build_parser()
+    action = next(a for a in whole._subparsers._group_actions if a.dest == "command")  # type: ignore[union-attr]
+    for name, parser in action.choices.items():
+        assert parser.description, f"{name} is a stub in the whole parser"
+    args = whole.parse_args(["run", "--task", "fan_out-06", "--engine", "scripted", "-v"])
+    assert (args.task, args.verbose) == ("fan_out-06", True)
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
