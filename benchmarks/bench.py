@@ -29,6 +29,7 @@ import anyio
 from benchmarks.bfcl import BFCLEntry, select_entries
 from benchmarks.jobs import JobSpec, dumps, job_id, run_job
 from benchmarks.tasks import WorkloadTask, generate_tasks
+from harness._jsonl import open_append
 from harness._progress import Progress
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
@@ -178,17 +179,6 @@ async def run_bfcl_job(engine: Engine, entry: BFCLEntry, spec: JobSpec) -> dict[
     }
 
 
-def _end_torn_line(path: Path) -> None:
-    """A crash mid-write leaves a partial last line: end it, so the next job starts clean."""
-    if path.exists() and path.stat().st_size:
-        with path.open("rb") as f:
-            f.seek(-1, 2)
-            last = f.read(1)
-        if last != b"\n":
-            with path.open("a", encoding="utf-8") as out:
-                out.write("\n")
-
-
 def _distinct_calls(ledger: Ledger) -> list[ToolCall]:
     """The calls a BFCL run made, in order, an identical repeat (same name and arguments)
     counted once: tools return a constant stub, so a small model often re-issues its call."""
@@ -230,7 +220,6 @@ async def run_bench(engine: Engine, plan: BenchPlan, *, scripted: bool = False) 
     plan.out.mkdir(parents=True, exist_ok=True)
     results_path = plan.out / "results.jsonl"
     jobs = load_results(results_path)
-    _end_torn_line(results_path)
     done = {j["job_id"] for j in jobs}
     planned = plan_jobs(plan)
     if scripted:
@@ -251,7 +240,7 @@ async def run_bench(engine: Engine, plan: BenchPlan, *, scripted: bool = False) 
                 assert item.bfcl is not None
                 job = await run_bfcl_job(engine, item.bfcl, item.spec)
         jobs.append(job)
-        with results_path.open("a", encoding="utf-8") as out:
+        with open_append(results_path) as out:  # a torn line from a crash is ended first
             out.write(dumps(job) + "\n")
         progress.advance(item.id, failed=not job["success"])
 

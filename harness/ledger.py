@@ -10,12 +10,13 @@ generation (``prompt_tokens + completion_tokens``), cached or not.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import structlog
+
+from harness._jsonl import append_line, open_append, read_jsonl
 
 __all__ = ("CallRecord", "Ledger", "Record", "RunRecord", "TurnRecord", "WindowRecord")
 
@@ -149,11 +150,9 @@ class Ledger:
         if self._log:
             _log.debug(record.kind, **{k: v for k, v in data.items() if k != "kind"})
         if self.path is not None:
-            if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("a", encoding="utf-8")
-            self._file.write(json.dumps(data, sort_keys=True, default=str) + "\n")
-            self._file.flush()
+            if self._file is None:  # a torn last line from a crash is ended first
+                self._file = open_append(self.path)
+            append_line(self._file, data)
 
     def close(self) -> None:
         if self._file is not None:
@@ -162,11 +161,5 @@ class Ledger:
 
     @staticmethod
     def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-        """Read a JSONL trace back as dicts (a torn last line from a crash is skipped)."""
-        out = []
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return out
+        """Read a JSONL trace back as dicts (lines torn by a crash are skipped)."""
+        return read_jsonl(path)[0]
