@@ -42,7 +42,14 @@ from harness.certify import (
     WindowTracker,
     make_detector,
 )
-from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolCall
+from harness.engines.base import (
+    Completion,
+    Engine,
+    GenerationSettings,
+    Message,
+    ToolCall,
+    guarded_generate,
+)
 from harness.errors import ConfigError, UsageLimitExceeded
 from harness.ledger import CallRecord, Ledger, RunRecord, TurnRecord, WindowRecord
 from harness.manifest import Manifest, Skill
@@ -252,8 +259,13 @@ class _Run:
                 turn=self.turn,
             )
         started = time.monotonic()
-        completion = await self.engine.generate(
-            self.messages, self.specs, settings or self._settings()
+        completion = await guarded_generate(
+            self.engine,
+            self.messages,
+            self.specs,
+            settings or self._settings(),
+            run_id=self.run_id,
+            turn=self.turn,
         )
         completion = self._renumber(completion)
         self._record_turn(purpose, completion, started)
@@ -569,7 +581,8 @@ class _Run:
                 async with anyio.create_task_group() as group:
                     answer = await self._drive(group)
             except BaseExceptionGroup as group_error:
-                raise _single(group_error) from None
+                single = _single(group_error)
+                raise single from single.__cause__  # keep an engine error's original cause
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             raise

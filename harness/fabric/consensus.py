@@ -27,7 +27,14 @@ from dataclasses import dataclass, replace
 
 import anyio
 
-from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolSpec
+from harness.engines.base import (
+    Completion,
+    Engine,
+    GenerationSettings,
+    Message,
+    ToolSpec,
+    guarded_generate,
+)
 from harness.errors import ConfigError
 
 __all__ = (
@@ -165,7 +172,7 @@ async def sample_batch(
 
     async def one(i: int) -> None:
         try:
-            out[i] = await engine.generate(messages, tools, settings_list[i])
+            out[i] = await guarded_generate(engine, messages, tools, settings_list[i])
         except Exception as exc:  # collected; raised below so siblings are not cancelled
             errors[i] = exc
 
