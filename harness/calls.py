@@ -6,6 +6,13 @@ result over its size cap — each becomes a :class:`ToolResult` with ``is_error=
 message the model can act on (MCP's ``isError``). Only cancellation propagates. So one call's
 failure can never cancel a sibling running in the same task group, and every call id gets
 exactly one result.
+
+A sync tool runs in a worker thread that a timeout or a cancellation cannot stop: such a call
+is *abandoned* and its outcome is unknown until the thread really ends. Its result carries the
+:class:`~harness.tools.ToolThread` (``outcome_known`` is False until it ends) and
+``on_abandon`` is told, so the caller can record the real outcome when it comes (the write
+may land after the model was told the call timed out). A timeout message never invites a
+retry of a call that is not idempotent.
 """
 
 from __future__ import annotations
@@ -13,20 +20,31 @@ from __future__ import annotations
 import difflib
 import json
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import anyio
 
 from harness.engines.base import Message, ToolCall
-from harness.tools import Toolset
+from harness.tools import Tool, Toolset, ToolThread
 
-__all__ = ("ErrorKind", "ToolResult", "execute_call", "render_result")
+__all__ = ("ErrorKind", "OnAbandon", "ToolResult", "execute_call", "render_result")
 
+#: ``outcome_unknown``: a call that started and whose outcome is not known (an interrupted run
+#: resumed without re-running it, see :mod:`harness.journal`).
 ErrorKind = Literal[
-    "unknown_tool", "bad_json", "bad_arguments", "tool_raised", "timeout", "too_large"
+    "unknown_tool",
+    "bad_json",
+    "bad_arguments",
+    "tool_raised",
+    "timeout",
+    "too_large",
+    "outcome_unknown",
 ]
+
+#: Told about a sync call whose thread outlived the call (timed out or cancelled).
+OnAbandon = Callable[[ToolCall, ToolThread], None]
 
 
 @dataclass(frozen=True)
@@ -35,6 +53,8 @@ class ToolResult:
 
     ``value`` is the tool's raw return value (``None`` on error); ``content`` is its rendering
     (JSON for structured values). ``started``/``finished`` are ``time.monotonic()`` stamps.
+    ``thread``: the worker thread of an abandoned sync call, still running when this result
+    was made; until it ends the call's outcome is unknown.
     """
 
     call_id: str
@@ -45,6 +65,12 @@ class ToolResult:
     value: Any = None
     started: float = 0.0
     finished: float = 0.0
+    thread: ToolThread | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def outcome_known(self) -> bool:
+        """False while an abandoned sync call's thread is still running (it may yet write)."""
+        return self.thread is None or self.thread.done
 
     @property
     def duration_s(self) -> float:
@@ -86,8 +112,39 @@ def _parse_arguments(call: ToolCall) -> tuple[Mapping[str, Any] | None, str | No
     return parsed, None
 
 
-async def execute_call(toolset: Toolset, call: ToolCall) -> ToolResult:
-    """Run one call against ``toolset``; see the module docstring for the error contract."""
+def _timeout_message(tool: Tool, abandoned: bool) -> str:
+    """What a timeout means for the world, and what the model may safely do next."""
+    head = f"Tool '{tool.name}' timed out after {tool.timeout_s:.1f} s"
+    if tool.effect.read_only:
+        return f"{head}; it only reads, so calling it again is safe."
+    if abandoned:
+        state = (
+            " and is still running in its thread, so whether it took effect is unknown "
+            "(it may still finish)"
+        )
+    else:
+        state = " and was stopped; it may have taken effect before it stopped"
+    if tool.effect.idempotent:
+        advice = "It is idempotent: calling it again with the same arguments is safe."
+    else:
+        advice = (
+            "It is not idempotent: do not call it again until you have checked whether it "
+            "took effect."
+        )
+    return f"{head}{state}. {advice}"
+
+
+async def execute_call(
+    toolset: Toolset,
+    call: ToolCall,
+    *,
+    idempotency_key: str | None = None,
+    on_abandon: OnAbandon | None = None,
+) -> ToolResult:
+    """Run one call against ``toolset``; see the module docstring for the error contract.
+
+    ``idempotency_key`` goes to a tool that accepts one. ``on_abandon(call, thread)`` is
+    called when a sync tool's thread outlives the call (a timeout or a cancellation)."""
     started = time.monotonic()
 
     def error(kind: ErrorKind, message: str) -> ToolResult:
@@ -112,21 +169,24 @@ async def execute_call(toolset: Toolset, call: ToolCall) -> ToolResult:
             "bad_arguments",
             f"Arguments for '{call.name}' do not match its schema: " + "; ".join(problems[:5]),
         )
+    thread = ToolThread() if tool.runs_in_thread else None
     try:
         # move_on_after, not fail_after: a TimeoutError the tool raises itself is the tool's
         # failure, not our deadline (and must not be formatted as one when timeout_s is None).
         with anyio.move_on_after(tool.timeout_s) as deadline:
-            value = await tool.invoke(arguments)
+            value = await tool.invoke(arguments, idempotency_key=idempotency_key, thread=thread)
     except anyio.get_cancelled_exc_class():
+        if thread is not None and not thread.done and on_abandon is not None:
+            on_abandon(call, thread)
         raise
     except Exception as exc:  # a tool's failure is data for the model, never a crash
         return error("tool_raised", f"Tool '{call.name}' raised {type(exc).__name__}: {exc}")
     if deadline.cancelled_caught:
-        return error(
-            "timeout",
-            f"Tool '{call.name}' timed out after {tool.timeout_s:.1f} s; "
-            "raise its timeout or mark it idempotent so it can be retried.",
-        )
+        abandoned = thread is not None and not thread.done
+        if abandoned and thread is not None and on_abandon is not None:
+            on_abandon(call, thread)
+        timed_out = error("timeout", _timeout_message(tool, abandoned))
+        return replace(timed_out, thread=thread) if abandoned else timed_out
     try:
         content = render_result(value)
     except Exception as exc:  # e.g. tuple keys or a cycle: the tool's mistake, not a crash
