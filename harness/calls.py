@@ -26,8 +26,9 @@ from typing import Any, Literal
 
 import anyio
 
+from harness._tool_thread import ToolThread
 from harness.engines.base import Message, ToolCall
-from harness.tools import Tool, Toolset, ToolThread
+from harness.tools import Tool, Toolset
 
 __all__ = ("ErrorKind", "OnAbandon", "ToolResult", "execute_call", "render_result")
 
@@ -112,12 +113,30 @@ def _parse_arguments(call: ToolCall) -> tuple[Mapping[str, Any] | None, str | No
     return parsed, None
 
 
-def _timeout_message(tool: Tool, abandoned: bool) -> str:
+#: What became of a call at its deadline: an async tool is ``stopped`` (cancelled); a sync
+#: tool's thread is ``running`` on (outcome unknown), ``not_started`` (it never will) or
+#: ``ended`` (it finished as the deadline fired: its outcome is known).
+GiveUp = Literal["stopped", "running", "not_started", "ended"]
+
+
+def _give_up(call: ToolCall, thread: ToolThread | None, on_abandon: OnAbandon | None) -> GiveUp:
+    if thread is None:
+        return "stopped"
+    if thread.abandon():
+        if on_abandon is not None:
+            on_abandon(call, thread)
+        return "running"
+    return "ended" if thread.done else "not_started"
+
+
+def _timeout_message(tool: Tool, fate: GiveUp) -> str:
     """What a timeout means for the world, and what the model may safely do next."""
     head = f"Tool '{tool.name}' timed out after {tool.timeout_s:.1f} s"
+    if fate == "not_started":
+        return f"{head} before it started, so it did not run; calling it again is safe."
     if tool.effect.read_only:
         return f"{head}; it only reads, so calling it again is safe."
-    if abandoned:
+    if fate == "running":
         state = (
             " and is still running in its thread, so whether it took effect is unknown "
             "(it may still finish)"
@@ -176,17 +195,21 @@ async def execute_call(
         with anyio.move_on_after(tool.timeout_s) as deadline:
             value = await tool.invoke(arguments, idempotency_key=idempotency_key, thread=thread)
     except anyio.get_cancelled_exc_class():
-        if thread is not None and not thread.done and on_abandon is not None:
-            on_abandon(call, thread)
+        _give_up(call, thread, on_abandon)
         raise
     except Exception as exc:  # a tool's failure is data for the model, never a crash
         return error("tool_raised", f"Tool '{call.name}' raised {type(exc).__name__}: {exc}")
     if deadline.cancelled_caught:
-        abandoned = thread is not None and not thread.done
-        if abandoned and thread is not None and on_abandon is not None:
-            on_abandon(call, thread)
-        timed_out = error("timeout", _timeout_message(tool, abandoned))
-        return replace(timed_out, thread=thread) if abandoned else timed_out
+        fate = _give_up(call, thread, on_abandon)
+        if fate != "ended" or thread is None:
+            timed_out = error("timeout", _timeout_message(tool, fate))
+            return replace(timed_out, thread=thread) if fate == "running" else timed_out
+        if thread.error is not None:  # it finished as the deadline fired: that is its outcome
+            failure = thread.error
+            return error(
+                "tool_raised", f"Tool '{call.name}' raised {type(failure).__name__}: {failure}"
+            )
+        value = thread.value
     try:
         content = render_result(value)
     except Exception as exc:  # e.g. tuple keys or a cycle: the tool's mistake, not a crash

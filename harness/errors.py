@@ -4,7 +4,8 @@ One root, one subclass per failure an operator can act on::
 
     HarnessError                      root: catch this to catch everything below
     ├── ConfigError                   bad input from the user: a file, an option, a manifest
-    │   └── ManifestError             a skill manifest that does not validate (names file/phase/field)
+    │   ├── ManifestError             a skill manifest that does not validate (names file/phase/field)
+    │   └── JournalError              a run directory that cannot be journaled to or resumed
     ├── ToolsetError                  a toolset that cannot be built (duplicate name, bad schema)
     ├── EngineError                   the engine could not answer
     │   ├── EngineDeadError           the engine is gone: every in-flight and new request fails fast
@@ -31,6 +32,7 @@ __all__ = (
     "EngineError",
     "EngineRequestError",
     "HarnessError",
+    "JournalError",
     "ManifestError",
     "NodeFailed",
     "ReplayDivergence",
@@ -90,6 +92,11 @@ class ConfigError(HarnessError):
 
 class ManifestError(ConfigError):
     """A skill manifest does not validate; the message names the file, the phase and the field."""
+
+
+class JournalError(ConfigError):
+    """A run directory cannot be used: no journal to resume, a journal of another run, or one
+    another process is writing; the message names the directory and what to do."""
 
 
 class ToolsetError(HarnessError):

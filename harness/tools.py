@@ -25,8 +25,6 @@ import inspect
 import itertools
 import re
 import string
-import threading
-import time
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -35,6 +33,7 @@ from typing import Any, overload
 import jsonschema
 import pydantic
 
+from harness._tool_thread import ToolThread
 from harness.engines.base import ToolSpec
 from harness.errors import ToolsetError
 
@@ -179,48 +178,6 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 IDEMPOTENCY_KEY_ARG = "idempotency_key"
 
 
-class ToolThread:
-    """The worker thread of one sync tool call, watched past the call's own end.
-
-    A timed-out or cancelled sync call is *abandoned*: the loop moves on, the thread does not
-    stop. Until :attr:`done`, whether the call took effect is unknown. :meth:`on_end`
-    registers a callback that runs (in the worker thread) when the function returns or
-    raises — at once if it already has.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._callbacks: list[Callable[[ToolThread], None]] = []
-        self.value: Any = None
-        self.error: BaseException | None = None
-        self.finished: float = 0.0
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def end(self, value: Any, error: BaseException | None) -> None:
-        """Called by the worker thread when the function returns (or raises)."""
-        with self._lock:
-            self.value, self.error, self.finished = value, error, time.monotonic()
-            self._done.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback(self)
-
-    def on_end(self, callback: Callable[[ToolThread], None]) -> None:
-        with self._lock:
-            if not self._done.is_set():
-                self._callbacks.append(callback)
-                return
-        callback(self)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the thread's function ended (True) or ``timeout`` passed (False)."""
-        return self._done.wait(timeout)
-
-
 @dataclass(frozen=True)
 class Tool:
     """A callable the model may invoke: name, description, argument schema, effect.
@@ -317,6 +274,8 @@ class Tool:
         watch = thread or ToolThread()
 
         def work() -> Any:
+            if not watch.begin():  # abandoned before a worker picked it up: never run it
+                return None
             try:
                 value = fn(**kwargs)
             except BaseException as exc:

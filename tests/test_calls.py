@@ -419,7 +419,9 @@ async def test_a_timed_out_sync_write_is_unknown_until_its_thread_really_ends():
     abandoned: list[tuple[str, Any]] = []
     ended = threading.Event()
 
-    @tool(timeout_s=0.01, write_targets="doc:{key}")
+    # The deadline must fire after a worker thread picked the call up (else it never runs):
+    # half a second is ample even on a loaded machine.
+    @tool(timeout_s=0.5, write_targets="doc:{key}")
     def write(key: str) -> str:
         release.wait(timeout=60)
         store.append(key)
@@ -517,3 +519,35 @@ async def test_a_tool_that_accepts_an_idempotency_key_gets_it_and_the_model_neve
     assert not search.effect.accepts_idempotency_key
     hits = await execute_call(toolset, call("search", {"query": "q"}), idempotency_key="k")
     assert not hits.is_error  # a tool that takes no key is not handed one
+
+
+async def test_a_sync_call_whose_deadline_passes_before_it_starts_never_runs():
+    ran: list[str] = []
+
+    @tool(timeout_s=0.05, write_targets="doc:{key}")
+    def write(key: str) -> str:
+        ran.append(key)
+        return key
+
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    total = limiter.total_tokens
+    limiter.total_tokens = 1
+    release = anyio.Event()
+
+    async def hold_the_only_worker(*, task_status: Any) -> None:
+        async with limiter:
+            task_status.started()
+            await release.wait()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(hold_the_only_worker)  # the call must wait for a worker
+            result = await execute_call(Toolset([write]), call("write", {"key": "a"}))
+            release.set()
+    finally:
+        limiter.total_tokens = total
+    await anyio.sleep(0.05)
+    assert_error(result, "timeout")
+    assert "before it started, so it did not run" in result.content
+    assert result.outcome_known
+    assert ran == []
