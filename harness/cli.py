@@ -1,8 +1,10 @@
 """The ``harness`` command line.
 
 Each subcommand lives in ``harness/_commands/<name>.py`` and exposes ``register(sub)``; this
-module only assembles them and turns :class:`~harness.errors.HarnessError` (a user mistake or
-an operator-actionable failure) into ``error: ...`` and exit status 2 — never a traceback.
+module only assembles them and turns :class:`~harness.errors.HarnessError` into
+``error: ...`` — never a traceback — and an exit status that tells the truth
+(:mod:`harness._commands._exit`): 2 for a usage mistake (``ConfigError``), 1 for any other
+failure, 130/143 when SIGINT/SIGTERM stopped it.
 """
 
 from __future__ import annotations
@@ -10,12 +12,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 import structlog
 
-from harness.errors import HarnessError
+from harness._commands._exit import (
+    EXIT_INTERRUPTED,
+    EXIT_JOB_FAILED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+)
+from harness.errors import ConfigError, HarnessError
 
 __all__ = ("COMMANDS", "build_parser", "main")
 
@@ -60,21 +70,37 @@ def _configure_logging(*, verbose: bool) -> None:
     )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so the same cleanup runs (engines closed, files ended)."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _configure_logging(verbose=bool(getattr(args, "verbose", False)))
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return int(args.func(args))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_JOB_FAILED
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print("terminated" if terminated else "interrupted", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
+from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK, errored_summary
+from harness._jsonl import open_append
 from harness.errors import ConfigError
 
 __all__ = ("register", "run")
@@ -18,6 +22,10 @@ Run one task of the seeded workload (see `harness tasks list`) under the arms yo
 the in-process vLLM engine by default, each from a fresh store, and print per arm: turns,
 calls, certified windows, repairs, prompt / cached / billed tokens, engine and wall seconds,
 and whether the run met the task's gold label.
+
+Exit status: 0 when every arm ran (a run that missed its gold label is a result), 1 when an arm
+ended in an error (the error kinds are printed with their counts), 2 for a usage mistake,
+130/143 when interrupted by SIGINT/SIGTERM.
 
 Arms: S (serial), F (flattened), F+eager (F with eager dispatch), P (native parallel),
 P+V (native parallel with the validator). Policies: gold (the engine is constrained to emit
@@ -72,7 +80,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-tokens", type=int, default=160, help="generation budget per turn (default 160)"
     )
     parser.add_argument(
-        "--trace", metavar="FILE", help="append every turn, call and window to FILE (JSONL)"
+        "--trace",
+        metavar="FILE",
+        help="append each arm's job (every turn, call and window) to FILE (JSONL) as it ends",
     )
     parser.add_argument("--json", action="store_true", help="print the job records as JSON")
     add_engine_arguments(parser)
@@ -106,14 +116,17 @@ def run(args: argparse.Namespace) -> int:
     specs = [_spec(label, args) for label in dict.fromkeys(args.arm)]
 
     async def go() -> list[dict[str, Any]]:
+        done = []
         async with open_engine(args) as engine:
-            return [await run_job(engine, wt, spec, manifest) for spec in specs]
+            for spec in specs:
+                job = await run_job(engine, wt, spec, manifest)
+                done.append(job)
+                if args.trace:  # as each arm finishes: a kill later loses no finished arm
+                    with open_append(Path(args.trace)) as out:
+                        out.write(dumps(job) + "\n")
+        return done
 
     jobs = anyio.run(go)
-    if args.trace:
-        with open(args.trace, "a", encoding="utf-8") as out:
-            for job in jobs:
-                out.write(dumps(job) + "\n")
     if args.json:
         print(json.dumps(jobs, indent=2, sort_keys=True, default=str))
     else:
@@ -123,7 +136,14 @@ def run(args: argparse.Namespace) -> int:
         for job in jobs:
             if job["failures"]:
                 print(f"  {job['label']}: " + "; ".join(job["failures"][:3]))
-    return 0
+    errored = errored_summary(jobs)
+    if errored is None:
+        return EXIT_OK
+    print(f"error: {errored}", file=sys.stderr)
+    for job in jobs:
+        if job["error"]:
+            print(f"  {job['label']}: {job['error']}", file=sys.stderr)
+    return EXIT_JOB_FAILED
 
 
 def render_table(jobs: list[dict[str, Any]]) -> str:

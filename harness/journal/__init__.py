@@ -38,7 +38,6 @@ take an exclusive lock on ``DIR/.lock`` (released when the process ends, even by
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 import time
@@ -46,6 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from harness._lockfile import lock_directory
 from harness.calls import ToolResult
 from harness.engines.base import Completion, ToolCall
 from harness.errors import JournalError
@@ -323,21 +323,10 @@ def _copy(state: JournalState) -> JournalState:
 
 
 def _lock(directory: Path) -> IO[str]:
-    """An exclusive, non-blocking lock on ``directory/.lock`` (the OS drops it when the
-    process dies, however it dies)."""
-    handle = (directory / ".lock").open("a+", encoding="utf-8")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        raise JournalError(
+    return lock_directory(
+        directory,
+        lambda holder: JournalError(
             f"The run in {directory} is being written by {holder}; wait for it to end (or "
             "stop it) before resuming, or use another directory."
-        ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}\n")
-    handle.flush()
-    return handle
+        ),
+    )
