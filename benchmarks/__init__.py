@@ -1,6 +1,6 @@
 """Benchmarks and workloads: importable modules, run as ``python -m benchmarks.NAME``.
 
-``benchmarks.tasks`` is the 48-task workspace workload; ``benchmarks.bfcl`` loads and scores
+``harness.benchmarks.tasks`` is the 48-task workspace workload; ``harness.benchmarks.bfcl`` loads and scores
 BFCL simple/parallel entries from the ``bfcl-eval`` package.
 """
 

@@ -12,7 +12,7 @@ Output directory: ``results.jsonl`` (one job per line: every turn, call and wind
 job is never re-run when the command is restarted with the same directory), ``plan.json``
 (the plan and its fingerprint), ``summary.json``, ``regime.json`` (the measured regime,
 readable by ``harness frontier --params``), ``report.md`` and PNG plots
-(:mod:`benchmarks.report`).
+(:mod:`harness.benchmarks.report`).
 
 Resuming is safe: the directory is locked (a second writer is refused), a directory holding
 the results of another plan (another seed, latency, arm list, model, ...) is refused, a job
@@ -34,18 +34,17 @@ from typing import Any
 
 import anyio
 
-from benchmarks.bfcl import BFCLEntry, select_entries
-from benchmarks.jobs import JobSpec, dumps, job_id, run_job
-from benchmarks.tasks import WorkloadTask, generate_tasks
-from harness._commands._exit import error_kinds
 from harness._jsonl import open_append
 from harness._lockfile import lock_directory
 from harness._progress import Progress
+from harness.benchmarks.bfcl import BFCLEntry, select_entries
+from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id, run_job
+from harness.benchmarks.tasks import WorkloadTask, generate_tasks
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop import LoopConfig, run_loop
-from toolsets.workspace import load_workspace_manifest
+from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = ("BenchPlan", "load_results", "plan_jobs", "run_bench")
 
@@ -292,7 +291,7 @@ async def run_bench(
 
     The returned summary also says how many selected jobs there are (``jobs``) and how many
     errored, by error kind (``errors``)."""
-    from benchmarks.report import write_report
+    from harness.benchmarks.report import write_report
 
     lock = lock_directory(
         plan.out,

@@ -4,25 +4,27 @@ Shared by ``harness run`` and ``harness bench``: builds a fresh store and toolse
 injected tool latency), runs the loop on the given engine, scores the run against the task's
 gold label, marks false fills (a window the detector certified that the manifest's schema-level
 rules reject), and returns a plain JSON-ready dict — the unit the benchmark writes to
-``results.jsonl`` and :mod:`benchmarks.analysis` reads.
+``results.jsonl`` and :mod:`harness.benchmarks.analysis` reads.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.tasks import WorkloadTask
+from harness.benchmarks.tasks import WorkloadTask
 from harness.certify import Certificate, SchemaSoundDetector
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import Ledger, record_to_dict
 from harness.loop import Arm, LoopConfig, LoopResult, Policy, run_loop
 from harness.manifest import Manifest
-from toolsets.workspace import Latency, fingerprint
+from harness.toolsets.workspace import Latency, fingerprint
 
-__all__ = ("JobSpec", "job_id", "run_job")
+__all__ = ("JobSpec", "error_kinds", "errored_summary", "job_id", "run_job")
 
 
 @dataclass(frozen=True)
@@ -141,3 +143,21 @@ async def run_job(
 
 def dumps(job: dict[str, Any]) -> str:
     return json.dumps(job, sort_keys=True, default=str)
+
+
+def error_kinds(jobs: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """How many jobs ended in each error class (``job["error"]`` is ``"Kind: message"``)."""
+    return Counter(
+        str(job["error"]).split(":", 1)[0].strip() or "error" for job in jobs if job.get("error")
+    )
+
+
+def errored_summary(jobs: Iterable[Mapping[str, Any]]) -> str | None:
+    """``"2 of 5 job(s) errored: EngineRequestError ×1, UsageLimitExceeded ×1"``, or ``None``
+    when none did."""
+    jobs = list(jobs)
+    kinds = error_kinds(jobs)
+    if not kinds:
+        return None
+    listed = ", ".join(f"{kind} ×{n}" for kind, n in sorted(kinds.items()))
+    return f"{sum(kinds.values())} of {len(jobs)} job(s) errored: {listed}"

@@ -1,6 +1,6 @@
 """The benchmark report: summary.json, regime.json, report.md and PNG plots.
 
-Everything here is computed from the job records (:mod:`benchmarks.analysis`), so a committed
+Everything here is computed from the job records (:mod:`harness.benchmarks.analysis`), so a committed
 ``results.jsonl`` can be re-reported without an engine: ``harness bench --report-only DIR``.
 """
 
@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.analysis import (
+from harness import costmodel
+from harness.benchmarks.analysis import (
     WindowMeasure,
     arm_key,
     estimate_regime,
@@ -25,7 +26,6 @@ from benchmarks.analysis import (
     verdict_r3,
     verdict_r4,
 )
-from harness import costmodel
 from harness.costmodel import Regime
 
 __all__ = ("write_report",)

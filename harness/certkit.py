@@ -19,7 +19,7 @@ the claim, the arguments, the two outcomes that differ and what to change.
 
 **The contract.** The kit needs a state factory, the tools bound to a state, and a state
 fingerprint — a :class:`CertifiableToolset`, or any module or object with functions of those
-names (``toolsets.workspace`` is one)::
+names (``harness.toolsets.workspace`` is one)::
 
     new_state(seed: int) -> State                  # a fresh state, the same for the same seed
     make_toolset(state) -> Toolset                  # the tools, bound to that state
@@ -182,7 +182,7 @@ def as_certifiable(obj: Any) -> CertifiableToolset:
 
 def load_certifiable(spec: str) -> CertifiableToolset:
     """Load ``TOOLSET`` as the command line names it: an importable module
-    (``toolsets.workspace``), an object in one (``pkg.mod:obj``), or an OpenAI/MCP-style spec
+    (``harness.toolsets.workspace``), an object in one (``pkg.mod:obj``), or an OpenAI/MCP-style spec
     file (``tools.json``: a list of function specs, or ``{"tools": [...]}`` as MCP's
     ``tools/list`` returns it)."""
     if spec.endswith(".json") or (("/" in spec or "\\" in spec) and Path(spec).exists()):
@@ -207,7 +207,7 @@ def load_certifiable(spec: str) -> CertifiableToolset:
 
 def _import(module_name: str, spec: str) -> ModuleType:
     hint = (
-        "Pass an importable module ('toolsets.workspace'), 'pkg.module:object', or an "
+        "Pass an importable module ('harness.toolsets.workspace'), 'pkg.module:object', or an "
         "OpenAI/MCP spec file ending in .json."
     )
     try:

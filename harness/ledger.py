@@ -1,8 +1,9 @@
 """The ledger: every turn, call and window of a run, as structured events.
 
 Each record is a frozen dataclass with a ``kind`` (``turn``, ``call``, ``window``, ``run``).
-A :class:`Ledger` keeps them in memory, logs each one through structlog (logger
-``harness.ledger``, event name = kind) and, when given a path, appends it to a JSONL trace.
+A :class:`Ledger` keeps them in memory, logs each one as a debug event (logger
+``harness.ledger``, event name = kind; silent unless the application configures logging, see
+:mod:`harness._logging`) and, when given a path, appends it to a JSONL trace.
 
 Billed tokens are counted as the paper counts them: all input plus all output tokens of every
 generation (``prompt_tokens + completion_tokens``), cached or not.
@@ -14,13 +15,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import structlog
-
 from harness._jsonl import append_line, open_append, read_jsonl
+from harness._logging import get_logger
 
 __all__ = ("CallRecord", "Ledger", "Record", "RunRecord", "TurnRecord", "WindowRecord")
 
-_log = structlog.get_logger("harness.ledger")
+_log = get_logger("harness.ledger")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bfcl import (
+pytest.importorskip("bfcl_eval", reason="the BFCL data: pip install --no-deps bfcl-eval")
+
+from harness.benchmarks.bfcl import (
     CATEGORIES,
     INSTALL_HINT,
     BFCLDataError,

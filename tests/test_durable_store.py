@@ -9,8 +9,8 @@ import pytest
 
 from harness.calls import execute_call
 from harness.engines.base import ToolCall
-from toolsets.workspace import make_toolset, new_state
-from toolsets.workspace.durable import DurableStore, durable_toolset
+from harness.toolsets.workspace import make_toolset, new_state
+from harness.toolsets.workspace.durable import DurableStore, durable_toolset
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.tasks import (
+from harness.benchmarks.tasks import (
     KINDS,
     TaskFileError,
     WorkloadTask,
@@ -29,7 +29,7 @@ from harness.errors import ConfigError
 from harness.loop import ARMS, LoopConfig, run_loop
 from harness.task import GoldCall
 from harness.testing import ScriptedEngine
-from toolsets.workspace import WorkspaceState, load_workspace_manifest
+from harness.toolsets.workspace import WorkspaceState, load_workspace_manifest
 
 TASKS = generate_tasks(0)
 MANIFEST = load_workspace_manifest()

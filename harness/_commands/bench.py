@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
-from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK, error_kinds
+from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
 from harness.errors import ConfigError
 
 __all__ = ("register", "run")
@@ -137,8 +137,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchmarks.bench import ARM_LABELS, BenchPlan, load_results, run_bench, versions
-    from benchmarks.report import write_report
+    from harness.benchmarks.bench import ARM_LABELS, BenchPlan, load_results, run_bench, versions
+    from harness.benchmarks.jobs import error_kinds
+    from harness.benchmarks.report import write_report
 
     if args.report_only is not None:
         path = args.report_only / "results.jsonl"

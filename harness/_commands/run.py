@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
-from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK, errored_summary
+from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
 from harness._jsonl import open_append
 from harness.errors import ConfigError
 
@@ -90,7 +90,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _spec(label: str, args: argparse.Namespace) -> Any:
-    from benchmarks.jobs import JobSpec
+    from harness.benchmarks.jobs import JobSpec
 
     if args.latency < 0 or args.sigma < 0:
         raise ConfigError("--latency and --sigma must be zero or more seconds.")
@@ -103,9 +103,9 @@ def _spec(label: str, args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchmarks.jobs import dumps, run_job
-    from benchmarks.tasks import generate_tasks, task_by_id
-    from toolsets.workspace import load_workspace_manifest
+    from harness.benchmarks.jobs import dumps, errored_summary, run_job
+    from harness.benchmarks.tasks import generate_tasks, task_by_id
+    from harness.toolsets.workspace import load_workspace_manifest
 
     if args.engine == "scripted" and args.policy != "gold":
         raise ConfigError(

@@ -41,9 +41,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup
 
+from harness._logging import get_logger
 from harness.calls import ToolResult, execute_call
 from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolCall, Usage
 from harness.errors import ConfigError, EngineRequestError, HarnessError, NodeFailed
@@ -72,7 +72,7 @@ __all__ = (
     "render_messages",
 )
 
-_log = structlog.get_logger("harness.fabric")
+_log = get_logger("harness.fabric")
 
 DEFAULT_SYSTEM = (
     "You are one step of a larger task. Do only the step you are given, using the outputs of "

@@ -26,8 +26,8 @@ from typing import Any
 import anyio
 
 from harness.tools import Tool, Toolset
-from toolsets.workspace.store import WorkspaceState
-from toolsets.workspace.tools import make_toolset
+from harness.toolsets.workspace.store import WorkspaceState
+from harness.toolsets.workspace.tools import make_toolset
 
 __all__ = ("DurableStore", "durable_toolset", "write_id")
 
