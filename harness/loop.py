@@ -18,7 +18,18 @@ F generate identical tokens and the dividend is measured at fixed accuracy.
 Model mistakes (unknown tool, bad JSON, schema failures, tool errors, a reply cut at
 ``max_tokens``) are shown to the model as error results and bounded by ``max_model_errors``
 consecutive mistakes, then :class:`~harness.errors.UsageLimitExceeded`. Every call id gets
-exactly one result; cancelling the run cancels every tool still running.
+exactly one result; cancelling the run cancels every tool still running, and the run is
+recorded as not finished (``error`` says it was cancelled).
+
+Budgets per run: ``max_turns``, ``max_wall_s`` (a wall-clock deadline) and
+``max_billed_tokens``; each ends in :class:`~harness.errors.UsageLimitExceeded` saying what to
+change.
+
+Durable runs: with ``journal=`` (:class:`harness.journal.Journal`) every turn and call is
+journaled as it happens (a call's intent before it starts), and a journal of a killed run
+resumes it: journaled turns are not generated again, journaled outcomes are replayed and never
+executed again, and calls in doubt are retried with the same idempotency key only when that is
+safe, otherwise surfaced as ``outcome_unknown`` (:mod:`harness.journal.execution`).
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from typing import Literal
 import anyio
 from anyio.abc import TaskGroup
 
+from harness._tool_thread import ToolThread
 from harness.calls import ToolResult, execute_call
 from harness.certify import (
     DEFAULT_MARKER,
@@ -50,8 +62,17 @@ from harness.engines.base import (
     ToolCall,
     guarded_generate,
 )
-from harness.errors import ConfigError, UsageLimitExceeded
-from harness.ledger import CallRecord, Ledger, RunRecord, TurnRecord, WindowRecord
+from harness.errors import ConfigError, ReplayDivergence, UsageLimitExceeded
+from harness.journal import Journal, completion_from_entry, prompt_hash
+from harness.journal.execution import JournaledCalls
+from harness.ledger import (
+    CallRecord,
+    Ledger,
+    RunRecord,
+    SettledRecord,
+    TurnRecord,
+    WindowRecord,
+)
 from harness.manifest import Manifest, Skill
 from harness.task import Task
 from harness.tools import Toolset
@@ -92,6 +113,10 @@ class LoopConfig:
     max_window: int = 16
     marker: str = DEFAULT_MARKER
     generation: GenerationSettings = field(default_factory=GenerationSettings)
+    #: Wall-clock deadline of one run (one attempt, when resumed), in seconds; None: none.
+    max_wall_s: float | None = None
+    #: Billed tokens (input + output of every turn) one run may spend; None: no budget.
+    max_billed_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
@@ -100,6 +125,12 @@ class LoopConfig:
             raise ConfigError(f"Unknown policy {self.policy!r}; choose 'model' or 'gold'.")
         if self.max_turns < 1 or self.max_window < 1:
             raise ConfigError("max_turns and max_window must be at least 1.")
+        if self.max_wall_s is not None and self.max_wall_s <= 0:
+            raise ConfigError(f"max_wall_s must be more than 0 seconds, got {self.max_wall_s}.")
+        if self.max_billed_tokens is not None and self.max_billed_tokens < 1:
+            raise ConfigError(
+                f"max_billed_tokens must be at least 1, got {self.max_billed_tokens}."
+            )
 
 
 @dataclass
@@ -140,13 +171,24 @@ async def run_loop(
     manifest: Manifest | Skill | None = None,
     ledger: Ledger | None = None,
     run_id: str | None = None,
+    journal: Journal | None = None,
 ) -> LoopResult:
-    """Run ``task`` to its final answer with ``config.arm``; see the module docstring."""
+    """Run ``task`` to its final answer with ``config.arm``; see the module docstring.
+
+    ``journal``: journal the run as it happens, or resume the run it holds (the run id is the
+    journal's)."""
     config = config or LoopConfig()
     skill = _resolve_skill(manifest, task)
     if skill is not None and isinstance(manifest, Manifest):
         manifest.check_tools(toolset)
-    run = _Run(engine, toolset, task, config, skill, ledger or Ledger(), run_id)
+    if journal is not None:
+        if run_id is not None and run_id != journal.run_id:
+            raise ConfigError(
+                f"run_id {run_id!r} differs from the journal's run {journal.run_id!r} in "
+                f"{journal.directory}; pass no run_id with a journal."
+            )
+        run_id = journal.run_id
+    run = _Run(engine, toolset, task, config, skill, ledger or Ledger(), run_id, journal)
     return await run.execute()
 
 
@@ -175,6 +217,7 @@ class _Run:
         skill: Skill | None,
         ledger: Ledger,
         run_id: str | None,
+        journal: Journal | None = None,
     ) -> None:
         self.engine = engine
         self.toolset = toolset
@@ -207,6 +250,15 @@ class _Run:
         self.absorb_pending = False
         self.gold_group = 0
         self.max_turns = task.max_turns or config.max_turns
+        self.billed_tokens = 0
+        self.journal = journal
+        self.turns_replayed = 0
+        self.abandoned: dict[str, ToolThread] = {}
+        self.journaled = (
+            JournaledCalls(journal, toolset, on_abandon=self._abandoned)
+            if journal is not None
+            else None
+        )
 
     def _initial_messages(self) -> list[Message]:
         system = self.task.system or DEFAULT_SYSTEM
@@ -259,18 +311,70 @@ class _Run:
                 turn=self.turn,
             )
         started = time.monotonic()
-        completion = await guarded_generate(
-            self.engine,
-            self.messages,
-            self.specs,
-            settings or self._settings(),
-            run_id=self.run_id,
-            turn=self.turn,
-        )
+        settings = settings or self._settings()
+        completion = self._replayed_turn(self.turn, settings)
+        if completion is None:
+            completion = await guarded_generate(
+                self.engine, self.messages, self.specs, settings, run_id=self.run_id,
+                turn=self.turn,
+            )  # fmt: skip
+            self._journal_turn(self.turn, purpose, settings, completion)
         completion = self._renumber(completion)
         self._record_turn(purpose, completion, started)
         self.turn += 1
+        self._check_token_budget()
         return completion
+
+    # -- the journal ----------------------------------------------------------------------------
+
+    def _replayed_turn(self, turn: int, settings: GenerationSettings) -> Completion | None:
+        """A turn the journal holds: its completion, if the request is the journaled one."""
+        if self.journal is None:
+            return None
+        entry = self.journal.replay.turns.get(turn)
+        if entry is None:
+            return None
+        if entry.get("prompt") != prompt_hash(self.messages, self.specs, settings):
+            raise ReplayDivergence(
+                f"Turn {turn} of run {self.run_id!r} asks the engine something else than the "
+                f"journal in {self.journal.directory} recorded: the task, the toolset, the "
+                "manifest or the settings changed since the run started. Resume with the same "
+                "ones, or start a new run.",
+                run_id=self.run_id,
+                turn=turn,
+            )
+        self.turns_replayed += 1
+        return completion_from_entry(entry["completion"])
+
+    def _journal_turn(
+        self, turn: int, purpose: str, settings: GenerationSettings, completion: Completion
+    ) -> None:
+        if self.journal is not None:
+            prompt = prompt_hash(self.messages, self.specs, settings)
+            self.journal.record_turn(turn, purpose, prompt, completion)
+
+    async def _execute(self, call: ToolCall, mode: str, window: int | None = None) -> ToolResult:
+        """Run one call: through the journal when the run keeps one."""
+        if self.journaled is not None:
+            turn = self.emitted_turn.get(call.id, self.turn - 1)
+            return await self.journaled.execute(call, turn=turn, mode=mode, window=window)
+        return await execute_call(self.toolset, call, on_abandon=self._abandoned)
+
+    def _abandoned(self, call: ToolCall, thread: ToolThread) -> None:
+        """A sync call's thread outlived it: record its real outcome when the thread ends."""
+        self.abandoned[call.id] = thread
+
+        def settled(ended: ToolThread) -> None:
+            error = ended.error
+            self.ledger.emit(
+                SettledRecord(
+                    self.run_id, call.id, call.name, "raised" if error else "returned",
+                    None if error is None else f"{type(error).__name__}: {error}",
+                    ended.finished,
+                )
+            )  # fmt: skip
+
+        thread.on_end(settled)
 
     def _renumber(self, completion: Completion) -> Completion:
         """Give every call a run-unique, arm-independent id (``call_0``, ``call_1``, ...)."""
@@ -283,6 +387,7 @@ class _Run:
 
     def _record_turn(self, purpose: str, completion: Completion, started: float) -> None:
         usage, timings = completion.usage, completion.timings
+        self.billed_tokens += usage.billed_tokens
         if self.absorb_pending and purpose == "call":
             purpose = "absorb"
         self.absorb_pending = False
@@ -344,8 +449,20 @@ class _Run:
                 result.started,
                 result.finished,
                 len(result.content),
+                result.outcome_known,
             )
         )
+
+    def _check_token_budget(self) -> None:
+        budget = self.config.max_billed_tokens
+        if budget is not None and self.billed_tokens > budget:
+            raise UsageLimitExceeded(
+                f"Run {self.run_id!r} billed {self.billed_tokens:,} tokens by turn {self.turn}, "
+                f"over its budget of {budget:,}; raise LoopConfig.max_billed_tokens, or lower "
+                "max_tokens per turn or max_turns.",
+                run_id=self.run_id,
+                turn=self.turn,
+            )
 
     def _check_error_budget(self) -> None:
         if self.consecutive_errors > self.config.max_model_errors:
@@ -359,7 +476,7 @@ class _Run:
             )
 
     async def _run_serial(self, call: ToolCall) -> None:
-        result = await execute_call(self.toolset, call)
+        result = await self._execute(call, "serial")
         self._append_result(call, result.content)
         self._record_call(result, call, "serial", None)
 
@@ -411,7 +528,12 @@ class _Run:
         else:
             if self.window is None:
                 self.window = OpenWindow(
-                    self.toolset, self.turn - 1, group if self.config.eager else None
+                    self.toolset,
+                    self.turn - 1,
+                    group if self.config.eager else None,
+                    execute=lambda c: self._execute(
+                        c, "eager" if self.config.eager else "window", self.windows_closed
+                    ),
                 )
             self.window.add(call)
             self._append_result(call, self.config.marker)
@@ -486,9 +608,11 @@ class _Run:
         self._append_call_message(completion, calls)
         self.gold_group += 1
         if certified:
-            results = await run_concurrently(self.toolset, calls)
             index = self.windows_closed
             self.windows_closed += 1
+            results = await run_concurrently(
+                self.toolset, calls, execute=lambda c: self._execute(c, "parallel", index)
+            )
             for call, result in zip(calls, results, strict=True):
                 self._append_result(call, result.content)
                 self._record_call(result, call, "parallel", index)
@@ -561,13 +685,22 @@ class _Run:
                 turn=self.turn,
             )
         started = time.monotonic()
-        candidates = await sample_batch(self.engine, self.messages, self.specs, settings)
+        replayed = [self._replayed_turn(self.turn + i, s) for i, s in enumerate(settings)]
+        missing = [i for i, c in enumerate(replayed) if c is None]
+        fresh = await sample_batch(
+            self.engine, self.messages, self.specs, [settings[i] for i in missing]
+        )
+        for i, completion in zip(missing, fresh, strict=True):
+            replayed[i] = completion
+            self._journal_turn(self.turn + i, "resample", settings[i], completion)
+        candidates = [c for c in replayed if c is not None]
         out = []
         for candidate in candidates:
             renumbered = self._renumber(candidate)
             self._record_turn("resample", renumbered, started)
             self.turn += 1
             out.append(renumbered)
+        self._check_token_budget()
         return out
 
     # -- driver -------------------------------------------------------------------------------
@@ -575,19 +708,44 @@ class _Run:
     async def execute(self) -> LoopResult:
         started = time.monotonic()
         answer: str | None = None
-        error: str | None = None
+        error: str | None = "Cancelled: the run was cancelled before it ended"
         try:
             try:
-                async with anyio.create_task_group() as group:
-                    answer = await self._drive(group)
+                with anyio.move_on_after(self.config.max_wall_s) as deadline:
+                    async with anyio.create_task_group() as group:
+                        answer = await self._drive(group)
             except BaseExceptionGroup as group_error:
                 single = _single(group_error)
                 raise single from single.__cause__  # keep an engine error's original cause
+            if deadline.cancelled_caught:
+                raise UsageLimitExceeded(
+                    f"Run {self.run_id!r} passed its wall-clock deadline of "
+                    f"{self.config.max_wall_s:.1f} s at turn {self.turn} ({len(self.calls)} "
+                    "calls done); raise LoopConfig.max_wall_s"
+                    + (
+                        f", or resume it from its journal in {self.journal.directory}."
+                        if self.journal is not None
+                        else ", or run it with a journal so it can be resumed."
+                    ),
+                    run_id=self.run_id,
+                    turn=self.turn,
+                )
+            error = None
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             raise
+        except BaseException as exc:  # cancelled (a signal, a deadline outside): not finished
+            kind = (
+                "Cancelled"
+                if isinstance(exc, anyio.get_cancelled_exc_class())
+                else type(exc).__name__
+            )
+            error = f"{kind}: the run was stopped at turn {self.turn} before it ended"
+            raise
         finally:
             self._summarise(started, answer, error)
+            if self.journal is not None:
+                self.journal.record_end(finished=error is None, error=error, answer=answer)
         return LoopResult(
             self.run_id,
             self.task.id,
@@ -683,8 +841,26 @@ class _Run:
             sum(t.billed_tokens for t in turns),
             sum(t.engine_s for t in turns),
             time.monotonic() - started,
+            self._extra(),
         )
         self.ledger.emit(self.summary)
+
+    def _extra(self) -> dict[str, object]:
+        """What the summary adds for a journaled run and for calls whose threads run on."""
+        extra: dict[str, object] = {}
+        unsettled = [c for c, t in self.abandoned.items() if not t.done]
+        if unsettled:
+            extra["unsettled_calls"] = unsettled
+        if self.journaled is not None and self.journal is not None:
+            extra["journal"] = {
+                "directory": str(self.journal.directory),
+                "attempt": self.journal.state.attempts,
+                "turns_replayed": self.turns_replayed,
+                "replayed": list(self.journaled.replayed),
+                "retried": list(self.journaled.retried),
+                "unknown": list(self.journaled.unknown),
+            }
+        return extra
 
 
 def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -14,7 +14,7 @@ cannot cancel its siblings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 from anyio.abc import TaskGroup
@@ -23,15 +23,22 @@ from harness.calls import ToolResult, execute_call
 from harness.engines.base import ToolCall
 from harness.tools import Toolset
 
-__all__ = ("OpenWindow", "run_concurrently")
+__all__ = ("Execute", "OpenWindow", "run_concurrently")
+
+#: How one call runs (default: :func:`harness.calls.execute_call` on the toolset; a run with a
+#: journal passes :meth:`harness.journal.execution.JournaledCalls.execute`).
+Execute = Callable[[ToolCall], Awaitable[ToolResult]]
 
 
-async def run_concurrently(toolset: Toolset, calls: Sequence[ToolCall]) -> list[ToolResult]:
+async def run_concurrently(
+    toolset: Toolset, calls: Sequence[ToolCall], *, execute: Execute | None = None
+) -> list[ToolResult]:
     """Run ``calls`` concurrently; results in the order of ``calls``."""
     results: dict[str, ToolResult] = {}
+    run = execute or (lambda call: execute_call(toolset, call))
 
     async def one(call: ToolCall) -> None:
-        results[call.id] = await execute_call(toolset, call)
+        results[call.id] = await run(call)
 
     async with anyio.create_task_group() as tg:
         for call in calls:
@@ -42,8 +49,16 @@ async def run_concurrently(toolset: Toolset, calls: Sequence[ToolCall]) -> list[
 class OpenWindow:
     """The calls of the open window and (with eager dispatch) their running executions."""
 
-    def __init__(self, toolset: Toolset, opened_turn: int, eager_group: TaskGroup | None) -> None:
+    def __init__(
+        self,
+        toolset: Toolset,
+        opened_turn: int,
+        eager_group: TaskGroup | None,
+        *,
+        execute: Execute | None = None,
+    ) -> None:
         self.toolset = toolset
+        self._execute: Execute = execute or (lambda call: execute_call(toolset, call))
         self.opened_turn = opened_turn
         self.calls: list[ToolCall] = []
         self._eager = eager_group
@@ -59,14 +74,14 @@ class OpenWindow:
 
     async def _run(self, call: ToolCall) -> None:
         try:
-            self._results[call.id] = await execute_call(self.toolset, call)
+            self._results[call.id] = await self._execute(call)
         finally:
             self._done[call.id].set()
 
     async def close(self) -> list[ToolResult]:
         """Run (or finish running) every call; results in emitted order."""
         if self._eager is None:
-            return await run_concurrently(self.toolset, self.calls)
+            return await run_concurrently(self.toolset, self.calls, execute=self._execute)
         for call in self.calls:
             await self._done[call.id].wait()
         return [self._results[c.id] for c in self.calls]
