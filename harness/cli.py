@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from harness import __version__
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, Interrupted
 
 __all__ = ("COMMANDS", "build_parser", "main")
 
@@ -136,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return int(args.func(args))
+    except Interrupted as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 128 + exc.signum if exc.signum else EXIT_INTERRUPTED
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

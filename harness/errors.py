@@ -10,7 +10,8 @@ One root, one subclass per failure an operator can act on::
     ├── EngineError                   the engine could not answer
     │   ├── EngineDeadError           the engine is gone: every in-flight and new request fails fast
     │   └── EngineRequestError        one request failed (bad request, timeout, refused); others go on
-    ├── UsageLimitExceeded            a budget ran out: turns, model mistakes, repairs, resamples
+    ├── UsageLimitExceeded            a budget ran out: turns, tokens, wall clock, model mistakes, repairs
+    ├── Interrupted                   SIGINT/SIGTERM stopped a command; what finished is on disk
     ├── NodeFailed                    a fabric node gave no usable output (verifier, tool error, input)
     └── ReplayDivergence              a replayed/scripted run saw a request it did not expect
 
@@ -32,6 +33,7 @@ __all__ = (
     "EngineError",
     "EngineRequestError",
     "HarnessError",
+    "Interrupted",
     "JournalError",
     "ManifestError",
     "NodeFailed",
@@ -116,7 +118,24 @@ class EngineRequestError(EngineError):
 
 
 class UsageLimitExceeded(HarnessError):
-    """A run used up a budget: turns, consecutive model mistakes, D2 repairs or P+V resamples."""
+    """A run used up a budget: turns, billed tokens, its wall-clock deadline, consecutive model
+    mistakes, D2 repairs or P+V resamples; the message says which and what to change."""
+
+
+class Interrupted(HarnessError):
+    """A signal (``signum``: SIGINT, SIGTERM) stopped a command: its runs were cancelled, their
+    journals flushed and the engine shut down; the message says how to resume."""
+
+    def __init__(self, message: str, *, signum: int | None = None, **context: Any) -> None:
+        super().__init__(message, **context)
+        self.signum = signum
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_interrupted, (self.message, self.signum, HarnessError.context(self)))
+
+
+def _rebuild_interrupted(message: str, signum: int | None, context: dict[str, Any]) -> Interrupted:
+    return Interrupted(message, signum=signum, **context)
 
 
 class NodeFailed(HarnessError):

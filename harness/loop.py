@@ -429,7 +429,9 @@ class _Run:
     ) -> None:
         self.results[call.id] = result
         self.calls.append(call)
-        if result.is_error:
+        if result.error_kind == "outcome_unknown":
+            pass  # the run was interrupted, not the model mistaken: no mistake budget spent
+        elif result.is_error:
             self.model_errors += 1
             self.consecutive_errors += 1
             self.last_mistake = result.content

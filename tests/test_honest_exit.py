@@ -192,8 +192,50 @@ def test_sigterm_stops_a_bench_with_status_143_and_keeps_finished_jobs(tmp_path:
     child.send_signal(signal.SIGTERM)
     _, err = child.communicate(timeout=60)
     assert child.returncode == EXIT_TERMINATED, err.decode()
-    assert b"terminated" in err
+    assert b"Stopped by SIGTERM" in err
+    assert b"rerun the same command to resume" in err
     jobs = load_results(results)
     assert jobs
     assert len(jobs) < 3
     assert all(line.endswith("}") for line in results.read_text().splitlines())
+
+
+def test_a_journaled_harness_run_stopped_by_sigterm_resumes_and_repeats_no_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "harness.cli", "run", "--task", "mixed-04", "--engine", "scripted",
+            "--arm", "S", "F", "--latency", "0.4", "--journal", str(run_dir)]  # fmt: skip
+    child = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    journal = run_dir / "S" / "journal" / "journal.jsonl"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and _outcomes(journal) < 2:
+        time.sleep(0.05)  # two calls of arm S done
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == EXIT_TERMINATED, err.decode()
+    assert f"harness run --resume {run_dir}".encode() in err
+    ends = [json.loads(line) for line in journal.read_text().splitlines() if '"end"' in line]
+    assert ends[-1]["finished"] is False  # flushed: the stop is on disk
+    assert main(["run", "--resume", str(run_dir), "--engine", "scripted", "--json"]) == 0
+    jobs = json.loads(capsys.readouterr().out)
+    assert [j["label"] for j in jobs] == ["S", "F"]
+    assert all(j["success"] for j in jobs)  # the final store is the task's expected one
+    replayed = jobs[0]["summary"]["extra"]["journal"]
+    assert len(replayed["replayed"]) >= 2
+
+
+def _outcomes(journal: Path) -> int:
+    return journal.read_text().count('"kind": "outcome"') if journal.exists() else 0
+
+
+def test_resume_options_that_cannot_work_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--resume", str(tmp_path), "--engine", "scripted"]) == 2
+    assert "is not a journaled `harness run`" in capsys.readouterr().err
+    argv = ["run", "--task", "chain-00", "--resume", str(tmp_path), "--engine", "scripted"]
+    assert main(argv) == 2
+    assert "drop --task" in capsys.readouterr().err
+    assert main(["run", "--engine", "scripted"]) == 2
+    assert "needs --task ID" in capsys.readouterr().err

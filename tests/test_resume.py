@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -226,3 +227,30 @@ async def test_a_sync_write_that_outlives_its_timeout_is_settled_in_the_ledger()
     settled = [r for r in ledger.records if isinstance(r, SettledRecord)]
     assert [(r.call_id, r.outcome) for r in settled] == [("call_0", "returned")]
     assert landed == ["a"]
+
+
+async def test_in_doubt_calls_do_not_spend_the_model_mistake_budget(tmp_path: Path):
+    world = World()
+    texts = ["a", "b", "c", "d", "e"]
+    with Journal.create(tmp_path / "run", "run-1") as journal:
+        await run_loop(
+            ScriptedEngine(), world.toolset(keyed=False), _task("note", texts),
+            LoopConfig(arm="S", policy="gold"), journal=journal,
+        )  # fmt: skip
+    path = tmp_path / "run" / "journal.jsonl"
+    # As if killed after every call started and before any outcome was journaled (the turns
+    # after the first would have seen outcomes, so they were never journaled either).
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    kept = [
+        e for e in entries
+        if e["kind"] != "outcome" and not (e["kind"] == "turn" and e["turn"] > 0)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(e) + "\n" for e in kept))
+    with Journal.resume(tmp_path / "run") as journal:
+        result = await run_loop(
+            ScriptedEngine(), world.toolset(keyed=False), _task("note", texts),
+            LoopConfig(arm="S", policy="gold", max_model_errors=1), journal=journal,
+        )  # fmt: skip
+    assert result.summary.finished
+    assert [r.error_kind for r in result.call_records] == ["outcome_unknown"] * 5
+    assert result.summary.model_errors == 0

@@ -12,6 +12,7 @@ import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
 from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
+from harness._commands._signals import until_signalled
 from harness.errors import ConfigError
 
 __all__ = ("register", "run")
@@ -174,7 +175,11 @@ def run(args: argparse.Namespace) -> int:
                 engine, plan, scripted=args.engine == "scripted", retry_failed=args.retry_failed
             )
 
-    summary = anyio.run(go)
+    summary = anyio.run(
+        until_signalled,
+        go,
+        f"finished jobs are in {out / 'results.jsonl'}: rerun the same command to resume.",
+    )
     _print_summary(summary, out)
     return _exit_status(summary.get("errors", {}), summary.get("jobs", 0), out)
 

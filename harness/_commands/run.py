@@ -12,8 +12,9 @@ import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
 from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
+from harness._commands._signals import until_signalled
 from harness._jsonl import open_append
-from harness.errors import ConfigError
+from harness.errors import ConfigError, JournalError
 
 __all__ = ("register", "run")
 
@@ -40,6 +41,8 @@ examples:
   harness run --task chain-03 --arm S F --latency 0.2    # the null arm: nothing to flatten
   harness run --task mixed-05 --engine scripted          # no model: replays the gold calls (a test double)
   harness run --task fan_out-12 --trace run.jsonl --json # every turn, call and window as JSONL
+  harness run --task mixed-04 --journal runs/m4          # journaled: survives a crash...
+  harness run --resume runs/m4                           # ...and resumes without repeating a write
 """
 
 ARM_CHOICES = ("S", "F", "F+eager", "P", "P+V")
@@ -54,7 +57,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--task", required=True, metavar="ID", help="a task id from `harness tasks list`"
+        "--task",
+        metavar="ID",
+        help="a task id from `harness tasks list` (required unless --resume)",
     )
     parser.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     parser.add_argument(
@@ -85,6 +90,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="append each arm's job (every turn, call and window) to FILE (JSONL) as it ends",
     )
     parser.add_argument("--json", action="store_true", help="print the job records as JSON")
+    durable = parser.add_argument_group("durable runs")
+    durable.add_argument(
+        "--journal",
+        metavar="DIR",
+        type=Path,
+        help="journal every turn and call to DIR (one folder per arm, the store on disk), so a "
+        "killed run can be resumed with --resume DIR",
+    )
+    durable.add_argument(
+        "--resume",
+        metavar="DIR",
+        type=Path,
+        help="continue the run journaled in DIR (its task and settings come from DIR/run.json): "
+        "finished work is replayed, never repeated",
+    )
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -102,11 +122,53 @@ def _spec(label: str, args: argparse.Namespace) -> Any:
     )  # fmt: skip
 
 
+#: The options a journaled run records in DIR/run.json and a resume takes back.
+_RECORDED = ("task", "seed", "arm", "policy", "detector", "latency", "sigma", "max_tokens")
+
+
+def _durable_settings(args: argparse.Namespace) -> Path | None:
+    """The run directory, after recording (``--journal``) or restoring (``--resume``) the
+    options that define the run."""
+    if args.journal is not None and args.resume is not None:
+        raise ConfigError("Pass --journal DIR to start a journaled run or --resume DIR, not both.")
+    if args.resume is not None:
+        if args.task is not None:
+            raise ConfigError(
+                f"--resume takes the task and its settings from {args.resume / 'run.json'}; "
+                "drop --task (and the other run options)."
+            )
+        try:
+            recorded = json.loads((args.resume / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise JournalError(
+                f"{args.resume} is not a journaled `harness run` ({exc}); start one with "
+                "`harness run --task ID --journal DIR`."
+            ) from None
+        for name in _RECORDED:
+            setattr(args, name, recorded[name])
+        return Path(args.resume)
+    if args.task is None:
+        raise ConfigError("harness run needs --task ID (see `harness tasks list`) or --resume DIR.")
+    if args.journal is None:
+        return None
+    directory = Path(args.journal)
+    if (directory / "run.json").exists():
+        raise JournalError(
+            f"{directory} holds a journaled run already; resume it with `harness run --resume "
+            f"{directory}` or choose another directory."
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    recorded = {name: getattr(args, name) for name in _RECORDED}
+    (directory / "run.json").write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+    return directory
+
+
 def run(args: argparse.Namespace) -> int:
     from harness.benchmarks.jobs import dumps, errored_summary, run_job
     from harness.benchmarks.tasks import generate_tasks, task_by_id
     from harness.toolsets.workspace import load_workspace_manifest
 
+    directory = _durable_settings(args)
     if args.engine == "scripted" and args.policy != "gold":
         raise ConfigError(
             "--engine scripted only replays gold calls; use --policy gold or a real engine."
@@ -119,14 +181,21 @@ def run(args: argparse.Namespace) -> int:
         done = []
         async with open_engine(args) as engine:
             for spec in specs:
-                job = await run_job(engine, wt, spec, manifest)
+                durable = None if directory is None else directory / spec.label.replace("+", "_")
+                job = await run_job(engine, wt, spec, manifest, durable=durable)
                 done.append(job)
                 if args.trace:  # as each arm finishes: a kill later loses no finished arm
                     with open_append(Path(args.trace)) as out:
                         out.write(dumps(job) + "\n")
         return done
 
-    jobs = anyio.run(go)
+    hint = (
+        f"each arm's journal in {directory} is flushed: continue with "
+        f"`harness run --resume {directory}`."
+        if directory is not None
+        else "arms that finished are printed above (run with --journal DIR to make it resumable)."
+    )
+    jobs = anyio.run(until_signalled, go, hint)
     if args.json:
         print(json.dumps(jobs, indent=2, sort_keys=True, default=str))
     else:

@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 
 from harness.tools import Tool, Toolset
+from harness.toolsets.workspace.latency import Latency
 from harness.toolsets.workspace.store import WorkspaceState
 from harness.toolsets.workspace.tools import make_toolset
 
@@ -39,6 +40,7 @@ class DurableStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")  # a killed process loses nothing committed
@@ -98,11 +100,17 @@ def write_id(tool: str, arguments: Mapping[str, Any]) -> str:
 
 
 def durable_toolset(
-    store: DurableStore, *, keyed: bool = True, latency_s: float = 0.0, hook: Hook | None = None
+    store: DurableStore,
+    *,
+    keyed: bool = True,
+    latency: Latency | float | None = None,
+    hook: Hook | None = None,
 ) -> Toolset:
-    """The workspace tools over ``store`` (see the module docstring)."""
+    """The workspace tools over ``store`` (see the module docstring); ``latency`` as for
+    :func:`~harness.toolsets.workspace.make_toolset`."""
     template = make_toolset(WorkspaceState([]))
-    tools = [_durable(t, store, keyed, latency_s, hook or _no_hook) for t in template.values()]
+    lat = Latency.of(latency)
+    tools = [_durable(t, store, keyed, lat, hook or _no_hook) for t in template.values()]
     return Toolset(tools, name="workspace")
 
 
@@ -110,9 +118,7 @@ def _no_hook(point: str) -> None:
     return None
 
 
-def _durable(
-    original: Tool, store: DurableStore, keyed: bool, latency_s: float, hook: Hook
-) -> Tool:
+def _durable(original: Tool, store: DurableStore, keyed: bool, lat: Latency, hook: Hook) -> Tool:
     name = original.name
     writes = not original.effect.read_only
 
@@ -120,8 +126,9 @@ def _durable(
         key = kwargs.pop("idempotency_key", None)
         if writes:
             hook("before_write")
-        if latency_s:
-            await anyio.sleep(latency_s)
+        delay = lat.draw(name, kwargs)
+        if delay > 0:
+            await anyio.sleep(delay)
         with store.transaction() as db:  # no await inside: one step, like the in-memory store
             if writes and keyed and key is not None:
                 seen = db.execute("SELECT result FROM keys WHERE key = ?", (key,)).fetchone()
