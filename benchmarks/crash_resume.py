@@ -48,7 +48,7 @@ from harness.benchmarks._faults import POINTS, Faults, FaultyEngine
 from harness.benchmarks.jobs import JobSpec
 from harness.benchmarks.tasks import WorkloadTask, generate_tasks
 from harness.journal import Journal
-from harness.loop import LoopConfig, run_loop
+from harness.loop import FlattenSettings, LoopConfig, run_loop
 from harness.toolsets.workspace import WorkspaceState, load_workspace_manifest, make_toolset
 from harness.toolsets.workspace.durable import DurableStore, durable_toolset
 
@@ -89,7 +89,7 @@ class RunPlan:
 
 
 def _config(spec: JobSpec) -> LoopConfig:
-    return LoopConfig(arm=spec.arm, policy="gold", eager=spec.eager)
+    return LoopConfig(arm=spec.arm, policy="gold", flatten=FlattenSettings(eager=spec.eager))
 
 
 def _loop_run(

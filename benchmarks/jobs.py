@@ -22,7 +22,7 @@ from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.journal import Journal
 from harness.ledger import Ledger, record_to_dict
-from harness.loop import Arm, LoopConfig, LoopResult, Policy, run_loop
+from harness.loop import Arm, FlattenSettings, LoopConfig, LoopResult, Policy, run_loop
 from harness.manifest import Manifest
 from harness.toolsets.workspace import Latency, fingerprint
 from harness.toolsets.workspace.durable import DurableStore, durable_toolset
@@ -112,8 +112,8 @@ async def run_job(
         arm=spec.arm,
         policy=spec.policy,
         detector=spec.detector,
-        eager=spec.eager,
         generation=GenerationSettings(max_tokens=spec.max_tokens),
+        flatten=FlattenSettings(eager=spec.eager),
     )
     error = None
     result: LoopResult | None = None

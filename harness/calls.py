@@ -20,9 +20,9 @@ from __future__ import annotations
 import difflib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
@@ -30,7 +30,15 @@ from harness._tool_thread import ToolThread
 from harness.engines.base import Message, ToolCall
 from harness.tools import Tool, Toolset
 
-__all__ = ("ErrorKind", "OnAbandon", "ToolResult", "execute_call", "render_result")
+__all__ = (
+    "ErrorKind",
+    "Executor",
+    "OnAbandon",
+    "ToolResult",
+    "ToolsetExecutor",
+    "execute_call",
+    "render_result",
+)
 
 #: ``outcome_unknown``: a call that started and whose outcome is not known (an interrupted run
 #: resumed without re-running it, see :mod:`harness.journal`).
@@ -95,22 +103,6 @@ def render_result(value: Any) -> str:
     return json.dumps(
         value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "), default=str
     )
-
-
-def _parse_arguments(call: ToolCall) -> tuple[Mapping[str, Any] | None, str | None]:
-    try:
-        parsed = json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError as exc:
-        return None, (
-            f"Arguments for '{call.name}' are not valid JSON ({exc.msg} at char {exc.pos}); "
-            "send a JSON object."
-        )
-    if not isinstance(parsed, dict):
-        return (
-            None,
-            f"Arguments for '{call.name}' must be a JSON object, got {type(parsed).__name__}.",
-        )
-    return parsed, None
 
 
 #: What became of a call at its deadline: an async tool is ``stopped`` (cancelled); a sync
@@ -179,9 +171,9 @@ async def execute_call(
             f"Unknown tool '{call.name}'.{hint} Available: {', '.join(toolset)}.",
         )
     tool = toolset[call.name]
-    arguments, problem = _parse_arguments(call)
+    arguments = call.args.value
     if arguments is None:
-        return error("bad_json", problem or "bad arguments")
+        return error("bad_json", call.args.problem or "bad arguments")
     problems = tool.validation_errors(arguments)
     if problems:
         return error(
@@ -225,3 +217,27 @@ async def execute_call(
             f"{tool.result_cap:,}; ask for less or raise the tool's result_cap.",
         )
     return ToolResult(call.id, call.name, content, False, None, value, started, time.monotonic())
+
+
+class Executor(Protocol):
+    """The call-execution seam: every call of every arm runs through one ``execute``.
+
+    :class:`ToolsetExecutor` runs calls in process; a wrapper can record each call's intent
+    before it starts and its outcome after (a journal), and an external executor can hand the
+    call to a client and await its result (the proxy). Like :func:`execute_call`, it turns
+    every model or tool mistake into an error result and raises only on cancellation.
+    """
+
+    async def execute(self, call: ToolCall) -> ToolResult: ...
+
+
+class ToolsetExecutor:
+    """Runs calls against a :class:`~harness.tools.Toolset` in this process; ``on_abandon``
+    as for :func:`execute_call`."""
+
+    def __init__(self, toolset: Toolset, *, on_abandon: OnAbandon | None = None) -> None:
+        self.toolset = toolset
+        self.on_abandon = on_abandon
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        return await execute_call(self.toolset, call, on_abandon=self.on_abandon)

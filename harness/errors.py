@@ -10,7 +10,7 @@ One root, one subclass per failure an operator can act on::
     ├── EngineError                   the engine could not answer
     │   ├── EngineDeadError           the engine is gone: every in-flight and new request fails fast
     │   └── EngineRequestError        one request failed (bad request, timeout, refused); others go on
-    ├── UsageLimitExceeded            a budget ran out: turns, tokens, wall clock, model mistakes, repairs
+    ├── UsageLimitExceeded            a budget ran out: turns, tokens, wall clock, model mistakes, discards
     ├── Interrupted                   SIGINT/SIGTERM stopped a command; what finished is on disk
     ├── NodeFailed                    a fabric node gave no usable output (verifier, tool error, input)
     └── ReplayDivergence              a replayed/scripted run saw a request it did not expect
@@ -119,7 +119,7 @@ class EngineRequestError(EngineError):
 
 class UsageLimitExceeded(HarnessError):
     """A run used up a budget: turns, billed tokens, its wall-clock deadline, consecutive model
-    mistakes, D2 repairs or P+V resamples; the message says which and what to change."""
+    mistakes, D2 discards or P+V resamples; the message says which and what to change."""
 
 
 class Interrupted(HarnessError):

@@ -35,23 +35,23 @@ _log = get_logger("harness.ledger")
 @dataclass(frozen=True)
 class TurnRecord:
     """One generation. ``purpose``: ``call`` (emitted calls), ``answer`` (final answer),
-    ``absorb`` (first turn after a window closed), ``repair`` (a discarded generation),
-    ``resample`` (a P+V candidate), ``mistake`` (truncated or unusable output)."""
+    ``absorb`` (first turn after a window closed), ``resample`` (a P+V candidate),
+    ``discard`` (a call dropped under D2: no generation of its own, so no tokens)."""
 
     run_id: str
     turn: int
     arm: str
     purpose: str
-    n_calls: int
-    prompt_tokens: int
-    cached_tokens: int
-    completion_tokens: int
-    engine_s: float
-    queue_s: float
-    prefill_s: float
-    decode_s: float
-    wall_s: float
-    started: float
+    n_calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    engine_s: float = 0.0
+    queue_s: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    wall_s: float = 0.0
+    started: float = 0.0
     window_open: bool = False
     kind: str = "turn"
 
@@ -140,7 +140,7 @@ class RunRecord:
     turns: int
     calls: int
     windows: int
-    repairs: int
+    discards: int
     resamples: int
     model_errors: int
     prompt_tokens: int

@@ -350,7 +350,7 @@ def test_the_harness_command_line_in_the_docs_parses(where, line):
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
-            build_parser().parse_args(words)
+            build_parser(words).parse_args(words)
     except SystemExit as exc:
         if exc.code not in (0, None):
             pytest.fail(

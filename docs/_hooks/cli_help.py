@@ -25,7 +25,7 @@ COLUMNS = "100"
 def command_parsers() -> dict[str, argparse.ArgumentParser]:
     """Every command of ``harness`` by its path: ``""`` (the root), ``"run"``,
     ``"engine prepare"``, … in the order ``--help`` lists them."""
-    from harness.cli import build_parser
+    from harness.cli import COMMANDS, build_parser
 
     found: dict[str, argparse.ArgumentParser] = {}
 
@@ -36,7 +36,13 @@ def command_parsers() -> dict[str, argparse.ArgumentParser]:
                 for name, sub in action.choices.items():
                     walk(sub, f"{path} {name}".strip())
 
-    walk(build_parser(), "")
+    found[""] = build_parser()
+    # The CLI builds only the command its argv names (so `harness --help` imports none), so
+    # each command's parser comes from a parser built for that command.
+    for name in COMMANDS:
+        for action in build_parser([name])._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                walk(action.choices[name], name)
     return found
 
 

@@ -21,7 +21,7 @@ __all__ = ("register", "run")
 DESCRIPTION = """\
 Run one task of the seeded workload (see `harness tasks list`) under the arms you choose, on
 the in-process vLLM engine by default, each from a fresh store, and print per arm: turns,
-calls, certified windows, repairs, prompt / cached / billed tokens, engine and wall seconds,
+calls, certified windows, D2 discards, prompt / cached / billed tokens, engine and wall seconds,
 and whether the run met the task's gold label.
 
 Exit status: 0 when every arm ran (a run that missed its gold label is a result), 1 when an arm
@@ -221,7 +221,7 @@ def render_table(jobs: list[dict[str, Any]]) -> str:
         "turns",
         "calls",
         "windows",
-        "repairs",
+        "discards",
         "prompt",
         "cached",
         "billed",
@@ -235,7 +235,7 @@ def render_table(jobs: list[dict[str, Any]]) -> str:
         windows = ",".join(str(len(w["call_ids"])) for w in job["windows"]) or "-"
         rows.append((
             job["label"], str(s.get("turns", 0)), str(s.get("calls", 0)), windows,
-            str(s.get("repairs", 0)), str(s.get("prompt_tokens", 0)), str(s.get("cached_tokens", 0)),
+            str(s.get("discards", s.get("repairs", 0))), str(s.get("prompt_tokens", 0)), str(s.get("cached_tokens", 0)),
             str(s.get("billed_tokens", 0)), f"{s.get('engine_s', 0.0):.2f}", f"{s.get('wall_s', 0.0):.2f}",
             "yes" if job["success"] else "NO",
         ))  # fmt: skip

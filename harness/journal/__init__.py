@@ -241,7 +241,7 @@ class Journal:
         )
 
     def record_intent(
-        self, call: ToolCall, *, key: str, turn: int, mode: str, window: int | None
+        self, call: ToolCall, *, key: str, turn: int | None, mode: str, window: int | None
     ) -> None:
         """A call about to start; on disk before it does."""
         self._append(

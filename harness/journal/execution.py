@@ -117,8 +117,10 @@ class JournaledCalls:
             )
 
     async def execute(
-        self, call: ToolCall, *, turn: int, mode: str, window: int | None = None
+        self, call: ToolCall, *, turn: int | None = None, mode: str = "", window: int | None = None
     ) -> ToolResult:
+        """Run (or replay, or surface) ``call``; ``turn``, ``mode`` and ``window`` only
+        annotate its intent (the :class:`~harness.calls.Executor` protocol passes the call)."""
         decision = self.decide(call)
         self._check_same_call(call)
         replay = self.journal.replay
