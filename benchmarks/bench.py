@@ -10,23 +10,33 @@ one engine — model weights, harness and prefix identical across arms. Jobs are
 task, so the arms of one task run side by side under the same engine load.
 
 Output directory: ``results.jsonl`` (one job per line: every turn, call and window; a finished
-job is never re-run when the command is restarted with the same directory), ``summary.json``,
-``regime.json`` (the measured regime, readable by ``harness frontier --params``),
-``report.md`` and PNG plots (:mod:`harness.benchmarks.report`).
+job is never re-run when the command is restarted with the same directory), ``plan.json``
+(the plan and its fingerprint), ``summary.json``, ``regime.json`` (the measured regime,
+readable by ``harness frontier --params``), ``report.md`` and PNG plots
+(:mod:`harness.benchmarks.report`).
+
+Resuming is safe: the directory is locked (a second writer is refused), a directory holding
+the results of another plan (another seed, latency, arm list, model, ...) is refused, a job
+that errored because of the engine (an outage) is run again, and one that errored otherwise
+(a budget the model ran out of) stays a result unless ``retry_failed``. A job appears once in
+the report however often it ran (the last run wins).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from harness._jsonl import open_append
+from harness._lockfile import lock_directory
 from harness._progress import Progress
 from harness.benchmarks.bfcl import (
     CATEGORIES,
@@ -36,7 +46,7 @@ from harness.benchmarks.bfcl import (
     parse_categories,
     select_entries,
 )
-from harness.benchmarks.jobs import JobSpec, dumps, job_id, run_job
+from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id, run_job
 from harness.benchmarks.tasks import WorkloadTask, generate_tasks
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
@@ -45,6 +55,11 @@ from harness.loop import LoopConfig, run_loop
 from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = ("BenchPlan", "load_results", "plan_jobs", "run_bench")
+
+#: Plan fields that do not change what a job measures, so they may differ on resume.
+_NOT_IN_FINGERPRINT = frozenset({"out", "declared_gap_pp", "command", "notes"})
+#: Job errors from the engine (an outage, a dead worker): a resume runs those jobs again.
+_ENGINE_ERRORS = frozenset({"EngineError", "EngineDeadError", "EngineRequestError"})
 
 ARM_LABELS: tuple[str, ...] = ("S", "F", "F+eager", "P", "P+V")
 
@@ -73,6 +88,7 @@ class BenchPlan:
     task_ids: tuple[str, ...] = ()
     declared_gap_pp: float = 2.8
     engine_label: str = "vllm"
+    model: str | None = None
     command: str = ""
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -87,6 +103,21 @@ class BenchPlan:
         if not set(self.policies) <= {"gold", "model"}:
             raise ConfigError("--policy takes gold and/or model.")
         parse_categories(self.bfcl_categories)  # an unknown name is an error, listing the valid
+
+    def settings(self) -> dict[str, Any]:
+        """Every field that changes what a job measures (all but the output directory, the
+        declared gap of the report and notes), as JSON data."""
+        out = {}
+        for f in fields(self):
+            if f.name not in _NOT_IN_FINGERPRINT:
+                value = getattr(self, f.name)
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    def fingerprint(self) -> str:
+        """SHA-256 of :meth:`settings`: results from plans with other fingerprints do not mix."""
+        text = json.dumps(self.settings(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _spec(plan: BenchPlan, label: str, policy: str, detector: str = "schema_sound") -> JobSpec:
@@ -192,17 +223,6 @@ async def run_bfcl_job(engine: Engine, entry: BFCLEntry, spec: JobSpec) -> dict[
     }
 
 
-def _end_torn_line(path: Path) -> None:
-    """A crash mid-write leaves a partial last line: end it, so the next job starts clean."""
-    if path.exists() and path.stat().st_size:
-        with path.open("rb") as f:
-            f.seek(-1, 2)
-            last = f.read(1)
-        if last != b"\n":
-            with path.open("a", encoding="utf-8") as out:
-                out.write("\n")
-
-
 def _distinct_calls(ledger: Ledger) -> list[ToolCall]:
     """The calls a BFCL run made, in order, a call that repeats one of an earlier turn (same
     name and arguments) counted once: tools return a constant stub, so a small model often
@@ -238,29 +258,100 @@ def _is_json(text: str) -> bool:
 
 
 def load_results(path: Path) -> list[dict[str, Any]]:
-    """Jobs already in ``results.jsonl`` (a torn last line from a crash is ignored)."""
+    """Jobs in ``results.jsonl``, one per job id (the last run of a job wins; lines torn by a
+    crash are ignored)."""
     if not path.exists():
         return []
-    return [r for r in Ledger.read_jsonl(path) if isinstance(r, dict) and "job_id" in r]
+    latest: dict[str, dict[str, Any]] = {}
+    for record in Ledger.read_jsonl(path):
+        if "job_id" in record:
+            latest.pop(record["job_id"], None)  # keep file order: a re-run moves to the end
+            latest[record["job_id"]] = record
+    return list(latest.values())
 
 
-async def run_bench(engine: Engine, plan: BenchPlan, *, scripted: bool = False) -> dict[str, Any]:
-    """Run (or resume) the plan on ``engine``; write results, summary, regime, report."""
+def _check_plan(plan: BenchPlan, has_results: bool) -> None:
+    """Refuse to mix results of two plans in one directory; record the plan otherwise."""
+    path = plan.out / "plan.json"
+    settings = plan.settings()
+    mine: dict[str, Any] = {"fingerprint": plan.fingerprint(), "settings": settings}
+    if path.exists():
+        try:
+            theirs = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            theirs = {}
+        if theirs.get("fingerprint") == mine["fingerprint"]:
+            return
+        old = theirs.get("settings", {})
+        changed = [f"{k} {old.get(k)!r} -> {v!r}" for k, v in settings.items() if old.get(k) != v]
+        raise ConfigError(
+            f"{plan.out} holds results of another plan (changed: {'; '.join(changed) or 'unknown'})"
+            "; results of two plans must not mix in one report. Use another --out, or delete "
+            f"{plan.out} to start over."
+        )
+    if has_results:
+        raise ConfigError(
+            f"{plan.out} holds results but no plan.json (written by an older version), so they "
+            "cannot be checked against this plan. Use another --out, or delete it to start over."
+        )
+    path.write_text(json.dumps(mine, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _rerun_on_resume(job: dict[str, Any], retry_failed: bool) -> bool:
+    """An errored job runs again: always when the engine failed, else with ``retry_failed``."""
+    if not job.get("error"):
+        return False
+    kind = str(job["error"]).split(":", 1)[0]
+    return retry_failed or kind in _ENGINE_ERRORS
+
+
+async def run_bench(
+    engine: Engine, plan: BenchPlan, *, scripted: bool = False, retry_failed: bool = False
+) -> dict[str, Any]:
+    """Run (or resume) the plan on ``engine``; write results, summary, regime, report.
+
+    The returned summary also says how many selected jobs there are (``jobs``) and how many
+    errored, by error kind (``errors``)."""
     from harness.benchmarks.report import write_report
 
-    plan.out.mkdir(parents=True, exist_ok=True)
+    lock = lock_directory(
+        plan.out,
+        lambda holder: ConfigError(
+            f"{plan.out} is being written by {holder} (another `harness bench`); wait for it "
+            "to finish, stop it, or use another --out."
+        ),
+    )
+    try:
+        return await _run_locked(engine, plan, scripted, retry_failed, write_report)
+    finally:
+        lock.close()
+
+
+async def _run_locked(
+    engine: Engine, plan: BenchPlan, scripted: bool, retry_failed: bool, write_report: Any
+) -> dict[str, Any]:
     results_path = plan.out / "results.jsonl"
     jobs = load_results(results_path)
-    _end_torn_line(results_path)
-    done = {j["job_id"] for j in jobs}
     planned = plan_jobs(plan)
+    _check_plan(plan, has_results=bool(jobs))
     if scripted:
         planned = [p for p in planned if p.spec.policy == "gold" and p.bfcl is None]
+    rerun = {j["job_id"] for j in jobs if _rerun_on_resume(j, retry_failed)}
+    done = {j["job_id"] for j in jobs} - rerun
+    kept = [j for j in jobs if j["job_id"] in done and j.get("error")]
     todo = [p for p in planned if p.id not in done]
     manifest = load_workspace_manifest()
     progress = Progress(len(todo), "jobs")
-    if done:
-        print(f"resuming: {len(done)} job(s) already in {results_path}, {len(todo)} to run")
+    if jobs:
+        print(
+            f"resuming: {len(done)} job(s) already in {results_path}, {len(todo)} to run"
+            + (f" ({len(rerun)} errored earlier and run again)" if rerun else "")
+        )
+    if kept:
+        kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(error_kinds(kept).items()))
+        print(
+            f"kept {len(kept)} errored job(s) as results ({kinds}); --retry-failed runs them again"
+        )
     limiter = anyio.CapacityLimiter(plan.concurrency)
     started = time.monotonic()
 
@@ -272,7 +363,7 @@ async def run_bench(engine: Engine, plan: BenchPlan, *, scripted: bool = False) 
                 assert item.bfcl is not None
                 job = await run_bfcl_job(engine, item.bfcl, item.spec)
         jobs.append(job)
-        with results_path.open("a", encoding="utf-8") as out:
+        with open_append(results_path) as out:  # a torn line from a crash is ended first
             out.write(dumps(job) + "\n")
         progress.advance(item.id, failed=not job["success"])
 
@@ -280,14 +371,18 @@ async def run_bench(engine: Engine, plan: BenchPlan, *, scripted: bool = False) 
         for item in todo:
             tg.start_soon(one, item)
     planned_ids = {p.id for p in planned}
-    selected = [j for j in jobs if j["job_id"] in planned_ids]
+    latest = {j["job_id"]: j for j in jobs}  # a job that ran again: its last run counts
+    selected = [j for j in latest.values() if j["job_id"] in planned_ids]
     meta = {
         "plan": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(plan).items()},
         "engine": plan.engine_label,
         "bench_wall_s": time.monotonic() - started,
         "versions": versions(),
     }
-    return write_report(selected, plan.out, meta, declared_gap_pp=plan.declared_gap_pp)
+    summary: dict[str, Any] = write_report(
+        selected, plan.out, meta, declared_gap_pp=plan.declared_gap_pp
+    )
+    return {**summary, "jobs": len(selected), "errors": dict(error_kinds(selected))}
 
 
 def versions() -> dict[str, str]:

@@ -10,19 +10,24 @@ rules reject), and returns a plain JSON-ready dict — the unit the benchmark wr
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.benchmarks.tasks import WorkloadTask
 from harness.certify import Certificate, SchemaSoundDetector
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
+from harness.journal import Journal
 from harness.ledger import Ledger, record_to_dict
 from harness.loop import Arm, FlattenSettings, LoopConfig, LoopResult, Policy, run_loop
 from harness.manifest import Manifest
 from harness.toolsets.workspace import Latency, fingerprint
+from harness.toolsets.workspace.durable import DurableStore, durable_toolset
 
-__all__ = ("JobSpec", "job_id", "run_job")
+__all__ = ("JobSpec", "error_kinds", "errored_summary", "job_id", "run_job")
 
 
 @dataclass(frozen=True)
@@ -77,12 +82,31 @@ def _false_fills(
 
 
 async def run_job(
-    engine: Engine, wt: WorkloadTask, spec: JobSpec, manifest: Manifest
+    engine: Engine,
+    wt: WorkloadTask,
+    spec: JobSpec,
+    manifest: Manifest,
+    *,
+    durable: Path | None = None,
 ) -> dict[str, Any]:
     """Run ``wt`` under ``spec`` on ``engine``; the job dict (see the module docstring).
-    A run that ends in a :class:`HarnessError` (e.g. a budget) is a failed job, not a crash."""
+    A run that ends in a :class:`HarnessError` (e.g. a budget) is a failed job, not a crash.
+
+    ``durable``: a directory for a run that survives a crash — the store on disk
+    (``store.sqlite3``, keyed writes: :mod:`harness.toolsets.workspace.durable`) and the run's
+    journal (``journal/``). A directory that holds them already resumes that run."""
     latency = Latency(spec.latency_s, spec.latency_sigma_s, spec.latency_seed)
-    toolset, state = wt.toolset(latency=latency)
+    journal: Journal | None = None
+    store: DurableStore | None = None
+    if durable is None:
+        toolset, state = wt.toolset(latency=latency)
+    else:
+        path = durable / "store.sqlite3"
+        store = DurableStore(path) if path.exists() else DurableStore.create(
+            path, wt.initial_state()
+        )  # fmt: skip
+        toolset, state = durable_toolset(store, latency=latency), store.state()
+        journal = Journal.open(durable / "journal", job_id(wt.id, spec), meta={"job": spec.label})
     ledger = Ledger(log=True)
     config = LoopConfig(
         arm=spec.arm,
@@ -101,10 +125,17 @@ async def run_job(
             config,
             manifest=manifest,
             ledger=ledger,
-            run_id=job_id(wt.id, spec),
+            run_id=None if journal is not None else job_id(wt.id, spec),
+            journal=journal,
         )
     except HarnessError as exc:
         error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if journal is not None:
+            journal.close()
+    if store is not None:
+        state = store.state()
+        store.close()
     records = [record_to_dict(r) for r in ledger.records]
     turns = [r for r in records if r["kind"] == "turn"]
     calls = [r for r in records if r["kind"] == "call"]
@@ -141,3 +172,21 @@ async def run_job(
 
 def dumps(job: dict[str, Any]) -> str:
     return json.dumps(job, sort_keys=True, default=str)
+
+
+def error_kinds(jobs: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """How many jobs ended in each error class (``job["error"]`` is ``"Kind: message"``)."""
+    return Counter(
+        str(job["error"]).split(":", 1)[0].strip() or "error" for job in jobs if job.get("error")
+    )
+
+
+def errored_summary(jobs: Iterable[Mapping[str, Any]]) -> str | None:
+    """``"2 of 5 job(s) errored: EngineRequestError ×1, UsageLimitExceeded ×1"``, or ``None``
+    when none did."""
+    jobs = list(jobs)
+    kinds = error_kinds(jobs)
+    if not kinds:
+        return None
+    listed = ", ".join(f"{kind} ×{n}" for kind, n in sorted(kinds.items()))
+    return f"{sum(kinds.values())} of {len(jobs)} job(s) errored: {listed}"

@@ -6,6 +6,13 @@ result over its size cap — each becomes a :class:`ToolResult` with ``is_error=
 message the model can act on (MCP's ``isError``). Only cancellation propagates. So one call's
 failure can never cancel a sibling running in the same task group, and every call id gets
 exactly one result.
+
+A sync tool runs in a worker thread that a timeout or a cancellation cannot stop: such a call
+is *abandoned* and its outcome is unknown until the thread really ends. Its result carries the
+:class:`~harness.tools.ToolThread` (``outcome_known`` is False until it ends) and
+``on_abandon`` is told, so the caller can record the real outcome when it comes (the write
+may land after the model was told the call timed out). A timeout message never invites a
+retry of a call that is not idempotent.
 """
 
 from __future__ import annotations
@@ -13,26 +20,40 @@ from __future__ import annotations
 import difflib
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import anyio
 
+from harness._tool_thread import ToolThread
 from harness.engines.base import Message, ToolCall
-from harness.tools import Toolset
+from harness.tools import Tool, Toolset
 
 __all__ = (
     "ErrorKind",
     "Executor",
+    "OnAbandon",
     "ToolResult",
     "ToolsetExecutor",
     "execute_call",
     "render_result",
 )
 
+#: ``outcome_unknown``: a call that started and whose outcome is not known (an interrupted run
+#: resumed without re-running it, see :mod:`harness.journal`).
 ErrorKind = Literal[
-    "unknown_tool", "bad_json", "bad_arguments", "tool_raised", "timeout", "too_large"
+    "unknown_tool",
+    "bad_json",
+    "bad_arguments",
+    "tool_raised",
+    "timeout",
+    "too_large",
+    "outcome_unknown",
 ]
+
+#: Told about a sync call whose thread outlived the call (timed out or cancelled).
+OnAbandon = Callable[[ToolCall, ToolThread], None]
 
 
 @dataclass(frozen=True)
@@ -41,6 +62,8 @@ class ToolResult:
 
     ``value`` is the tool's raw return value (``None`` on error); ``content`` is its rendering
     (JSON for structured values). ``started``/``finished`` are ``time.monotonic()`` stamps.
+    ``thread``: the worker thread of an abandoned sync call, still running when this result
+    was made; until it ends the call's outcome is unknown.
     """
 
     call_id: str
@@ -51,6 +74,12 @@ class ToolResult:
     value: Any = None
     started: float = 0.0
     finished: float = 0.0
+    thread: ToolThread | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def outcome_known(self) -> bool:
+        """False while an abandoned sync call's thread is still running (it may yet write)."""
+        return self.thread is None or self.thread.done
 
     @property
     def duration_s(self) -> float:
@@ -76,8 +105,57 @@ def render_result(value: Any) -> str:
     )
 
 
-async def execute_call(toolset: Toolset, call: ToolCall) -> ToolResult:
-    """Run one call against ``toolset``; see the module docstring for the error contract."""
+#: What became of a call at its deadline: an async tool is ``stopped`` (cancelled); a sync
+#: tool's thread is ``running`` on (outcome unknown), ``not_started`` (it never will) or
+#: ``ended`` (it finished as the deadline fired: its outcome is known).
+GiveUp = Literal["stopped", "running", "not_started", "ended"]
+
+
+def _give_up(call: ToolCall, thread: ToolThread | None, on_abandon: OnAbandon | None) -> GiveUp:
+    if thread is None:
+        return "stopped"
+    if thread.abandon():
+        if on_abandon is not None:
+            on_abandon(call, thread)
+        return "running"
+    return "ended" if thread.done else "not_started"
+
+
+def _timeout_message(tool: Tool, fate: GiveUp) -> str:
+    """What a timeout means for the world, and what the model may safely do next."""
+    head = f"Tool '{tool.name}' timed out after {tool.timeout_s:.1f} s"
+    if fate == "not_started":
+        return f"{head} before it started, so it did not run; calling it again is safe."
+    if tool.effect.read_only:
+        return f"{head}; it only reads, so calling it again is safe."
+    if fate == "running":
+        state = (
+            " and is still running in its thread, so whether it took effect is unknown "
+            "(it may still finish)"
+        )
+    else:
+        state = " and was stopped; it may have taken effect before it stopped"
+    if tool.effect.idempotent:
+        advice = "It is idempotent: calling it again with the same arguments is safe."
+    else:
+        advice = (
+            "It is not idempotent: do not call it again until you have checked whether it "
+            "took effect."
+        )
+    return f"{head}{state}. {advice}"
+
+
+async def execute_call(
+    toolset: Toolset,
+    call: ToolCall,
+    *,
+    idempotency_key: str | None = None,
+    on_abandon: OnAbandon | None = None,
+) -> ToolResult:
+    """Run one call against ``toolset``; see the module docstring for the error contract.
+
+    ``idempotency_key`` goes to a tool that accepts one. ``on_abandon(call, thread)`` is
+    called when a sync tool's thread outlives the call (a timeout or a cancellation)."""
     started = time.monotonic()
 
     def error(kind: ErrorKind, message: str) -> ToolResult:
@@ -102,21 +180,28 @@ async def execute_call(toolset: Toolset, call: ToolCall) -> ToolResult:
             "bad_arguments",
             f"Arguments for '{call.name}' do not match its schema: " + "; ".join(problems[:5]),
         )
+    thread = ToolThread() if tool.runs_in_thread else None
     try:
         # move_on_after, not fail_after: a TimeoutError the tool raises itself is the tool's
         # failure, not our deadline (and must not be formatted as one when timeout_s is None).
         with anyio.move_on_after(tool.timeout_s) as deadline:
-            value = await tool.invoke(arguments)
+            value = await tool.invoke(arguments, idempotency_key=idempotency_key, thread=thread)
     except anyio.get_cancelled_exc_class():
+        _give_up(call, thread, on_abandon)
         raise
     except Exception as exc:  # a tool's failure is data for the model, never a crash
         return error("tool_raised", f"Tool '{call.name}' raised {type(exc).__name__}: {exc}")
     if deadline.cancelled_caught:
-        return error(
-            "timeout",
-            f"Tool '{call.name}' timed out after {tool.timeout_s:.1f} s; "
-            "raise its timeout or mark it idempotent so it can be retried.",
-        )
+        fate = _give_up(call, thread, on_abandon)
+        if fate != "ended" or thread is None:
+            timed_out = error("timeout", _timeout_message(tool, fate))
+            return replace(timed_out, thread=thread) if fate == "running" else timed_out
+        if thread.error is not None:  # it finished as the deadline fired: that is its outcome
+            failure = thread.error
+            return error(
+                "tool_raised", f"Tool '{call.name}' raised {type(failure).__name__}: {failure}"
+            )
+        value = thread.value
     try:
         content = render_result(value)
     except Exception as exc:  # e.g. tuple keys or a cycle: the tool's mistake, not a crash
@@ -147,10 +232,12 @@ class Executor(Protocol):
 
 
 class ToolsetExecutor:
-    """Runs calls against a :class:`~harness.tools.Toolset` in this process."""
+    """Runs calls against a :class:`~harness.tools.Toolset` in this process; ``on_abandon``
+    as for :func:`execute_call`."""
 
-    def __init__(self, toolset: Toolset) -> None:
+    def __init__(self, toolset: Toolset, *, on_abandon: OnAbandon | None = None) -> None:
         self.toolset = toolset
+        self.on_abandon = on_abandon
 
     async def execute(self, call: ToolCall) -> ToolResult:
-        return await execute_call(self.toolset, call)
+        return await execute_call(self.toolset, call, on_abandon=self.on_abandon)

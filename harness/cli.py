@@ -4,7 +4,9 @@ Each subcommand lives in ``harness/_commands/<name>.py`` and exposes ``register(
 pip, this module keeps a table of the commands and their one-line summaries and imports only
 the module of the command being run, so ``harness --help`` and ``harness --version`` load
 nothing but this module. A :class:`~harness.errors.HarnessError` (a user mistake or an
-operator-actionable failure) becomes ``error: ...`` and exit status 2 — never a traceback.
+operator-actionable failure) becomes ``error: ...`` — never a traceback — and an exit status
+that tells the truth (:mod:`harness._commands._exit`): 2 for a usage mistake
+(``ConfigError``), 1 for any other failure, 130/143 when SIGINT/SIGTERM stopped it.
 
 The global options ``-v``/``--verbose`` and ``--log-json`` are accepted before or after the
 subcommand (``harness -v run ...`` and ``harness run ... -v``).
@@ -14,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from harness import __version__
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError, Interrupted
 
 __all__ = ("COMMANDS", "build_parser", "main")
 
@@ -104,24 +108,49 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so the same cleanup runs (engines closed, files ended)."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(arguments)
     args = parser.parse_args(arguments)
+    from harness._commands._exit import (
+        EXIT_INTERRUPTED,
+        EXIT_JOB_FAILED,
+        EXIT_TERMINATED,
+        EXIT_USAGE,
+    )
     from harness._logging import configure_cli_logging
 
     configure_cli_logging(verbose=args.verbose or args.log_json, json_lines=args.log_json)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return int(args.func(args))
+    except Interrupted as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 128 + exc.signum if exc.signum else EXIT_INTERRUPTED
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_JOB_FAILED
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print("terminated" if terminated else "interrupted", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,12 +4,14 @@ One root, one subclass per failure an operator can act on::
 
     HarnessError                      root: catch this to catch everything below
     ├── ConfigError                   bad input from the user: a file, an option, a manifest
-    │   └── ManifestError             a skill manifest that does not validate (names file/phase/field)
+    │   ├── ManifestError             a skill manifest that does not validate (names file/phase/field)
+    │   └── JournalError              a run directory that cannot be journaled to or resumed
     ├── ToolsetError                  a toolset that cannot be built (duplicate name, bad schema)
     ├── EngineError                   the engine could not answer
     │   ├── EngineDeadError           the engine is gone: every in-flight and new request fails fast
     │   └── EngineRequestError        one request failed (bad request, timeout, refused); others go on
-    ├── UsageLimitExceeded            a budget ran out: turns, model mistakes, discards, resamples
+    ├── UsageLimitExceeded            a budget ran out: turns, tokens, wall clock, model mistakes, discards
+    ├── Interrupted                   SIGINT/SIGTERM stopped a command; what finished is on disk
     ├── NodeFailed                    a fabric node gave no usable output (verifier, tool error, input)
     └── ReplayDivergence              a replayed/scripted run saw a request it did not expect
 
@@ -31,6 +33,8 @@ __all__ = (
     "EngineError",
     "EngineRequestError",
     "HarnessError",
+    "Interrupted",
+    "JournalError",
     "ManifestError",
     "NodeFailed",
     "ReplayDivergence",
@@ -92,6 +96,11 @@ class ManifestError(ConfigError):
     """A skill manifest does not validate; the message names the file, the phase and the field."""
 
 
+class JournalError(ConfigError):
+    """A run directory cannot be used: no journal to resume, a journal of another run, or one
+    another process is writing; the message names the directory and what to do."""
+
+
 class ToolsetError(HarnessError):
     """A toolset cannot be built: duplicate tool names, a schema that is not JSON Schema, ..."""
 
@@ -109,7 +118,24 @@ class EngineRequestError(EngineError):
 
 
 class UsageLimitExceeded(HarnessError):
-    """A run used up a budget: turns, consecutive model mistakes, D2 discards or P+V resamples."""
+    """A run used up a budget: turns, billed tokens, its wall-clock deadline, consecutive model
+    mistakes, D2 discards or P+V resamples; the message says which and what to change."""
+
+
+class Interrupted(HarnessError):
+    """A signal (``signum``: SIGINT, SIGTERM) stopped a command: its runs were cancelled, their
+    journals flushed and the engine shut down; the message says how to resume."""
+
+    def __init__(self, message: str, *, signum: int | None = None, **context: Any) -> None:
+        super().__init__(message, **context)
+        self.signum = signum
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_interrupted, (self.message, self.signum, HarnessError.context(self)))
+
+
+def _rebuild_interrupted(message: str, signum: int | None, context: dict[str, Any]) -> Interrupted:
+    return Interrupted(message, signum=signum, **context)
 
 
 class NodeFailed(HarnessError):

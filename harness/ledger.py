@@ -11,14 +11,23 @@ generation (``prompt_tokens + completion_tokens``), cached or not.
 
 from __future__ import annotations
 
-import json
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from harness._jsonl import append_line, open_append, read_jsonl
 from harness._logging import get_logger
 
-__all__ = ("CallRecord", "Ledger", "Record", "RunRecord", "TurnRecord", "WindowRecord")
+__all__ = (
+    "CallRecord",
+    "Ledger",
+    "Record",
+    "RunRecord",
+    "SettledRecord",
+    "TurnRecord",
+    "WindowRecord",
+)
 
 _log = get_logger("harness.ledger")
 
@@ -54,7 +63,10 @@ class TurnRecord:
 @dataclass(frozen=True)
 class CallRecord:
     """One executed call. ``mode``: ``serial``, ``window`` (withheld, run concurrently at
-    close), ``eager`` (withheld, started when emitted) or ``parallel`` (a P/P+V message)."""
+    close), ``eager`` (withheld, started when emitted) or ``parallel`` (a P/P+V message).
+    ``outcome_known`` is False for a sync call abandoned while its thread still ran (a
+    :class:`SettledRecord` follows when it ends); ``error_kind="outcome_unknown"`` marks an
+    in-doubt call of a resumed run that was not run again (:mod:`harness.journal`)."""
 
     run_id: str
     call_id: str
@@ -68,11 +80,27 @@ class CallRecord:
     started: float
     finished: float
     result_chars: int
+    outcome_known: bool = True
     kind: str = "call"
 
     @property
     def tool_s(self) -> float:
         return self.finished - self.started
+
+
+@dataclass(frozen=True)
+class SettledRecord:
+    """The late outcome of an abandoned sync call (timed out or cancelled): its thread ended
+    after the call was given up on. ``outcome``: ``returned`` (a write it made has landed)
+    or ``raised`` (``error`` says what). ``finished`` is a ``time.monotonic()`` stamp."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    outcome: str
+    error: str | None
+    finished: float
+    kind: str = "settled"
 
 
 @dataclass(frozen=True)
@@ -125,7 +153,7 @@ class RunRecord:
     kind: str = "run"
 
 
-Record = TurnRecord | CallRecord | WindowRecord | RunRecord
+Record = TurnRecord | CallRecord | SettledRecord | WindowRecord | RunRecord
 
 
 def record_to_dict(record: Record) -> dict[str, Any]:
@@ -143,31 +171,34 @@ class Ledger:
         self.path = Path(path) if path is not None else None
         self._log = log
         self._file: IO[str] | None = None
+        self._lock = threading.Lock()
+        self._closed = False
 
     def emit(self, record: Record) -> None:
-        self.records.append(record)
+        """Keep, log and write ``record`` (safe from a worker thread: a late outcome)."""
         data = record_to_dict(record)
-        if self._log:
-            _log.debug(record.kind, **{k: v for k, v in data.items() if k != "kind"})
-        if self.path is not None:
-            if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("a", encoding="utf-8")
-            self._file.write(json.dumps(data, sort_keys=True, default=str) + "\n")
-            self._file.flush()
+        with self._lock:
+            self.records.append(record)
+            if self._log:
+                _log.debug(record.kind, **{k: v for k, v in data.items() if k != "kind"})
+            if self.path is None:
+                return
+            if self._closed:  # a late outcome after the run: a short-lived handle
+                with open_append(self.path) as out:
+                    append_line(out, data)
+                return
+            if self._file is None:  # a torn last line from a crash is ended first
+                self._file = open_append(self.path)
+            append_line(self._file, data)
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        with self._lock:
+            self._closed = True
+            if self._file is not None:
+                self._file.close()
+                self._file = None
 
     @staticmethod
     def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-        """Read a JSONL trace back as dicts (a torn last line from a crash is skipped)."""
-        out = []
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return out
+        """Read a JSONL trace back as dicts (lines torn by a crash are skipped)."""
+        return read_jsonl(path)[0]

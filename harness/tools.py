@@ -33,10 +33,11 @@ from typing import Any, overload
 import jsonschema
 import pydantic
 
+from harness._tool_thread import ToolThread
 from harness.engines.base import ToolSpec
 from harness.errors import ToolsetError
 
-__all__ = ("Effect", "Tool", "Toolset", "WriteTargets", "tool")
+__all__ = ("IDEMPOTENCY_KEY_ARG", "Effect", "Tool", "ToolThread", "Toolset", "WriteTargets", "tool")
 
 #: How to compute the resources a call writes from its arguments: a format template such as
 #: ``"doc:{key}"`` (a list-valued argument expands to one target per element), several
@@ -58,6 +59,10 @@ class Effect:
     means unknown (reads everything). Only needed when reads and writes share a window: a
     read and a write of the same resource do not commute, so D1 needs both sides.
     ``annotated``: whether anybody declared this effect (an unannotated tool is the worst case).
+    ``accepts_idempotency_key``: the tool takes an ``idempotency_key`` keyword (never shown to
+    the model) and applies a write at most once per key, so a call whose outcome is in doubt
+    may be retried with the same key (:mod:`harness.journal`). ``@tool`` sets it when the
+    function has an ``idempotency_key`` parameter.
     """
 
     read_only: bool = False
@@ -67,6 +72,7 @@ class Effect:
     write_targets: WriteTargets | None = None
     read_targets: WriteTargets | None = None
     annotated: bool = False
+    accepts_idempotency_key: bool = False
 
     @classmethod
     def worst_case(cls) -> Effect:
@@ -103,7 +109,8 @@ class Effect:
     def from_mcp(cls, annotations: Mapping[str, Any] | None) -> Effect:
         """Map MCP tool annotations (``readOnlyHint``, ``idempotentHint``, ``destructiveHint``,
         ``openWorldHint``) onto an effect, with MCP's defaults for missing hints. A harness
-        extension key ``writeTargets`` (template or list of templates) is honoured too."""
+        extension keys ``writeTargets`` (template or list of templates) and
+        ``acceptsIdempotencyKey`` are honoured too."""
         if not annotations:
             return cls.worst_case()
         read_only = bool(annotations.get("readOnlyHint", False))
@@ -116,6 +123,7 @@ class Effect:
             write_targets=None if read_only else targets,
             read_targets=annotations.get("readTargets"),
             annotated=True,
+            accepts_idempotency_key=bool(annotations.get("acceptsIdempotencyKey", False)),
         )
 
     def targets(self, arguments: Mapping[str, Any]) -> frozenset[str] | None:
@@ -166,6 +174,8 @@ def _expand_template(template: str, arguments: Mapping[str, Any]) -> list[str] |
 
 ToolFn = Callable[..., Any]
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: The keyword through which a tool that accepts one receives its idempotency key.
+IDEMPOTENCY_KEY_ARG = "idempotency_key"
 
 
 @dataclass(frozen=True)
@@ -230,23 +240,54 @@ class Tool:
             out.append(f"{where}: {error.message}")
         return out
 
-    async def invoke(self, arguments: Mapping[str, Any]) -> Any:
-        """Run the tool on already-validated arguments (no timeout here: see ``harness.calls``)."""
+    @property
+    def runs_in_thread(self) -> bool:
+        """A sync function: it runs in a worker thread that a timeout cannot stop."""
+        return self.fn is not None and not inspect.iscoroutinefunction(self.fn)
+
+    async def invoke(
+        self,
+        arguments: Mapping[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        thread: ToolThread | None = None,
+    ) -> Any:
+        """Run the tool on already-validated arguments (no timeout here: see ``harness.calls``).
+
+        ``idempotency_key`` is passed on (as the ``idempotency_key`` keyword, ``None`` when the
+        caller has none) only to a tool whose effect accepts one. ``thread`` watches a sync function's worker thread: it is
+        told when the function really returns or raises, even after this call was abandoned.
+        """
         if self.fn is None:
             return self.stub_result
         kwargs: dict[str, Any] = dict(arguments)
         if self.model is not None:
             validated = self.model.model_validate(kwargs)
             kwargs = {name: getattr(validated, name) for name in type(validated).model_fields}
+        if self.effect.accepts_idempotency_key:  # None: the caller keeps no journal
+            kwargs[IDEMPOTENCY_KEY_ARG] = idempotency_key
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**kwargs)
         import anyio.to_thread
 
+        fn = self.fn
+        watch = thread or ToolThread()
+
+        def work() -> Any:
+            if not watch.begin():  # abandoned before a worker picked it up: never run it
+                return None
+            try:
+                value = fn(**kwargs)
+            except BaseException as exc:
+                watch.end(None, exc)
+                raise
+            watch.end(value, None)
+            return value
+
         # abandon_on_cancel: a timeout or cancellation returns at once instead of waiting for
-        # a hung thread (which then runs on, unobserved, until its function returns).
-        result = await anyio.to_thread.run_sync(
-            lambda: self.fn(**kwargs) if self.fn else None, abandon_on_cancel=True
-        )
+        # a hung thread; the thread runs on until its function returns, and ``thread`` says
+        # when it does (the outcome of such a call is unknown until then).
+        result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         if inspect.isawaitable(result):
             return await result
         return result
@@ -259,6 +300,8 @@ def _schema_from_function(fn: ToolFn) -> tuple[dict[str, Any], type[pydantic.Bas
     hints = typing.get_type_hints(fn, include_extras=True)  # keep Annotated constraints
     fields: dict[str, Any] = {}
     for pname, param in inspect.signature(fn).parameters.items():
+        if pname == IDEMPOTENCY_KEY_ARG:  # the harness passes it; the model never sees it
+            continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ToolsetError(f"Tool function {fn.__name__!r} cannot take *args or **kwargs.")
         annotation = hints.get(pname, Any)
@@ -317,7 +360,9 @@ def tool(
     signature (pydantic), the description from its docstring.
 
     With no effect keyword the tool is *unannotated* (worst case). Any effect keyword makes an
-    explicit annotation (:meth:`Effect.declare`).
+    explicit annotation (:meth:`Effect.declare`). A parameter named ``idempotency_key`` is
+    left out of the schema: the harness fills it (run id + call id, the same on a retry) and
+    the effect is marked ``accepts_idempotency_key``.
     """
 
     def build(func: ToolFn) -> Tool:
@@ -338,6 +383,8 @@ def tool(
             if declared
             else Effect.worst_case()
         )
+        if IDEMPOTENCY_KEY_ARG in inspect.signature(func).parameters:
+            effect = replace(effect, accepts_idempotency_key=True)
         return Tool(
             name=name or func.__name__,
             parameters=schema,

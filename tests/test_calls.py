@@ -286,7 +286,9 @@ async def test_a_tool_that_times_out_is_an_error_result_with_the_fix():
     result = await execute_call(Toolset([hang]), call("hang", {"key": "a"}))
     assert_error(result, "timeout")
     assert "Tool 'hang' timed out after" in result.content
-    assert "raise its timeout or mark it idempotent" in result.content
+    assert "It is not idempotent: do not call it again" in result.content
+    assert "retried" not in result.content
+    assert result.outcome_known  # an async tool is stopped: nothing runs on
 
 
 async def test_a_sync_tool_that_hangs_times_out_too():
@@ -409,3 +411,143 @@ async def test_an_outer_deadline_is_not_mistaken_for_the_tools_timeout():
         results.append(await execute_call(Toolset([hang]), call("hang", {"key": "a"})))
     assert scope.cancelled_caught
     assert results == []
+
+
+async def test_a_timed_out_sync_write_is_unknown_until_its_thread_really_ends():
+    release = threading.Event()
+    store: list[str] = []
+    abandoned: list[tuple[str, Any]] = []
+    ended = threading.Event()
+
+    # The deadline must fire after a worker thread picked the call up (else it never runs):
+    # half a second is ample even on a loaded machine.
+    @tool(timeout_s=0.5, write_targets="doc:{key}")
+    def write(key: str) -> str:
+        release.wait(timeout=60)
+        store.append(key)
+        return f"wrote {key}"
+
+    def on_abandon(call: ToolCall, thread: Any) -> None:
+        abandoned.append((call.id, thread))
+        thread.on_end(lambda t: ended.set())
+
+    try:
+        result = await execute_call(
+            Toolset([write]), call("write", {"key": "a"}), on_abandon=on_abandon
+        )
+        assert_error(result, "timeout")
+        assert not result.outcome_known
+        assert "still running in its thread, so whether it took effect is unknown" in (
+            result.content
+        )
+        assert "It is not idempotent: do not call it again" in result.content
+        assert "retried" not in result.content
+        assert [cid for cid, _ in abandoned] == ["call_1"]
+        assert store == []  # told "timed out", not written yet
+    finally:
+        release.set()
+    assert await anyio.to_thread.run_sync(ended.wait, 10)
+    assert store == ["a"]  # the write landed after the timeout
+    assert result.outcome_known
+    assert result.thread is not None
+    assert result.thread.value == "wrote a"
+    assert result.thread.error is None
+
+
+async def test_an_idempotent_tool_that_times_out_says_a_second_call_is_safe():
+    never = anyio.Event()
+
+    @tool(timeout_s=0.01, idempotent=True, write_targets="doc:{key}")
+    async def put(key: str) -> str:
+        await never.wait()
+        return key
+
+    result = await execute_call(Toolset([put]), call("put", {"key": "a"}))
+    assert_error(result, "timeout")
+    assert "It is idempotent: calling it again with the same arguments is safe." in (result.content)
+
+
+async def test_a_cancelled_sync_tool_is_reported_as_abandoned():
+    release = threading.Event()
+    entered = threading.Event()
+    abandoned: list[str] = []
+
+    @tool(timeout_s=60.0)
+    def hang(key: str) -> str:
+        entered.set()
+        release.wait(timeout=60)
+        return key
+
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                await execute_call(
+                    Toolset([hang]),
+                    call("hang", {"key": "a"}),
+                    on_abandon=lambda c, t: abandoned.append(c.id),
+                )
+
+            tg.start_soon(run)
+            await anyio.to_thread.run_sync(entered.wait, 10)
+            tg.cancel_scope.cancel()
+    finally:
+        release.set()
+    assert abandoned == ["call_1"]
+
+
+# --- idempotency keys ------------------------------------------------------------------------
+
+
+async def test_a_tool_that_accepts_an_idempotency_key_gets_it_and_the_model_never_sees_it():
+    seen: list[str | None] = []
+
+    @tool(write_targets="note:{key}")
+    async def append(key: str, idempotency_key: str | None = None) -> str:
+        seen.append(idempotency_key)
+        return key
+
+    assert append.effect.accepts_idempotency_key
+    assert "idempotency_key" not in append.parameters["properties"]
+    toolset = Toolset([append, search])
+    result = await execute_call(toolset, call("append", {"key": "a"}), idempotency_key="run:c1")
+    assert not result.is_error
+    await execute_call(toolset, call("append", {"key": "a"}))
+    assert seen == ["run:c1", None]
+    sneaky = await execute_call(toolset, call("append", {"key": "a", "idempotency_key": "x"}))
+    assert_error(sneaky, "bad_arguments")  # the model cannot choose the key
+    assert not search.effect.accepts_idempotency_key
+    hits = await execute_call(toolset, call("search", {"query": "q"}), idempotency_key="k")
+    assert not hits.is_error  # a tool that takes no key is not handed one
+
+
+async def test_a_sync_call_whose_deadline_passes_before_it_starts_never_runs():
+    ran: list[str] = []
+
+    @tool(timeout_s=0.05, write_targets="doc:{key}")
+    def write(key: str) -> str:
+        ran.append(key)
+        return key
+
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    total = limiter.total_tokens
+    limiter.total_tokens = 1
+    release = anyio.Event()
+
+    async def hold_the_only_worker(*, task_status: Any) -> None:
+        async with limiter:
+            task_status.started()
+            await release.wait()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(hold_the_only_worker)  # the call must wait for a worker
+            result = await execute_call(Toolset([write]), call("write", {"key": "a"}))
+            release.set()
+    finally:
+        limiter.total_tokens = total
+    await anyio.sleep(0.05)
+    assert_error(result, "timeout")
+    assert "before it started, so it did not run" in result.content
+    assert result.outcome_known
+    assert ran == []

@@ -287,3 +287,70 @@ def test_bad_engine_options_are_config_errors() -> None:
         OpenAIHTTPEngine("http://x/v1", "m", tool_format="xml")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="max_retries"):
         OpenAIHTTPEngine("http://x/v1", "m", max_retries=-1)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        lambda r: httpx.ReadError("[Errno 104] Connection reset by peer", request=r),
+        lambda r: httpx.RemoteProtocolError("Server disconnected without response", request=r),
+        lambda r: httpx.WriteError("[Errno 32] Broken pipe", request=r),
+        lambda r: ConnectionResetError(104, "Connection reset by peer"),
+    ],
+    ids=["read_error", "remote_protocol_error", "write_error", "connection_reset"],
+)
+async def test_transient_transport_errors_are_retried_then_succeed(
+    fault: Callable[[httpx.Request], BaseException],
+) -> None:
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls <= 2:
+            raise fault(request)
+        return httpx.Response(200, json=OK)
+
+    async with _engine(handler, max_retries=2) as engine:
+        completion = await engine.generate(CHAT, [], GenerationSettings())
+    assert completion.content == "hi"
+    assert calls == 3
+
+
+async def test_a_connection_that_keeps_breaking_fails_after_the_retry_budget() -> None:
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        raise httpx.RemoteProtocolError("peer closed connection", request=request)
+
+    async with _engine(handler, max_retries=3) as engine:
+        with pytest.raises(EngineRequestError, match=r"4 attempt\(s\).*RemoteProtocolError"):
+            await engine.generate(CHAT, [], GenerationSettings())
+    assert calls == 4
+
+
+async def test_a_mistake_on_our_side_of_the_wire_is_not_retried() -> None:
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        raise httpx.LocalProtocolError("illegal header")
+
+    async with _engine(handler, max_retries=3) as engine:
+        with pytest.raises(EngineRequestError, match="cannot be retried"):
+            await engine.generate(CHAT, [], GenerationSettings())
+    assert calls == 1
+
+
+def test_jitter_only_shortens_a_delay_and_never_one_the_server_asked_for() -> None:
+    engine = OpenAIHTTPEngine("http://x/v1", "m", backoff_s=1.0, max_backoff_s=8.0, jitter=0.25)
+    waits = [engine._wait(2, None) for _ in range(200)]
+    assert all(3.0 <= w <= 4.0 for w in waits)
+    assert len(set(waits)) > 1
+    asks_3 = httpx.Response(429, headers={"Retry-After": "3"})
+    assert engine._wait(0, asks_3) == 3.0
+    with pytest.raises(ConfigError, match="jitter"):
+        OpenAIHTTPEngine("http://x/v1", "m", jitter=1.0)

@@ -590,3 +590,10 @@ def test_from_openai_an_invalid_schema_is_a_toolset_error():
 def test_from_openai_parameters_that_are_not_a_schema_object_are_a_toolset_error(parameters):
     with pytest.raises(ToolsetError, match="read_doc"):
         Toolset.from_openai([{**READ_SPEC, "parameters": parameters}])
+
+
+def test_an_mcp_extension_key_declares_that_a_tool_accepts_idempotency_keys():
+    from harness.tools import Effect
+
+    assert Effect.from_mcp({"acceptsIdempotencyKey": True}).accepts_idempotency_key
+    assert not Effect.from_mcp({"idempotentHint": True}).accepts_idempotency_key

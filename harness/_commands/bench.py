@@ -11,6 +11,8 @@ from typing import Any
 import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
+from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
+from harness._commands._signals import until_signalled
 from harness.errors import ConfigError
 
 __all__ = ("register", "run")
@@ -24,9 +26,15 @@ under S, parallel ones under P) to anchor the parallel-calling gap g per categor
 K loops (--concurrency, default 8) share one in-process vLLM engine.
 
 Writes to --out: results.jsonl (every turn, call and window; resumable: restart the same
-command and finished jobs are skipped), summary.json, regime.json (the measured regime, for
-`harness frontier --params`), report.md and PNG plots. The report states R1-R4 and the null
-arm with their numbers.
+command and finished jobs are skipped), plan.json, summary.json, regime.json (the measured
+regime, for `harness frontier --params`), report.md and PNG plots. The report states R1-R4
+and the null arm with their numbers.
+
+Resuming: --out is locked while a bench writes it (a second one is refused); results of
+another plan (seed, latency, arms, model, settings) are refused; jobs the engine failed are
+run again, other errored jobs are kept as results unless --retry-failed.
+Exit status: 0 when no job errored, 1 when one did (the error kinds are printed with their
+counts), 2 for a usage mistake, 130/143 when interrupted by SIGINT/SIGTERM.
 """
 
 EPILOG = """\
@@ -34,6 +42,7 @@ examples:
   harness bench --quick                          # a representative subset in a few minutes
   harness bench --out runs/full                  # the full protocol (tens of minutes on 2 CPU cores)
   harness bench --out runs/full                  # ...interrupted? the same command resumes
+  harness bench --out runs/full --retry-failed   # ...and run the jobs that errored again
   harness bench --tasks fan_out-10 chain-01 --arms S F --policy gold
   harness bench --report-only runs/full          # recompute the report from results.jsonl
   harness frontier --params runs/full/regime.json --n 2 6 10   # the closed form at the measured regime
@@ -123,6 +132,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--gap", type=float, default=2.8, metavar="PP", help="declared gap g for R4 (default 2.8pp)"
     )
     parser.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="on resume, run again the jobs that errored (engine failures always run again)",
+    )
+    parser.add_argument(
         "--report-only",
         type=Path,
         default=None,
@@ -136,6 +150,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.benchmarks.bench import ARM_LABELS, BenchPlan, load_results, run_bench, versions
     from harness.benchmarks.bfcl import CATEGORIES
+    from harness.benchmarks.jobs import error_kinds
     from harness.benchmarks.report import write_report
 
     if args.report_only is not None:
@@ -152,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
             declared_gap_pp=args.gap,
         )
         _print_summary(summary, args.report_only)
-        return 0
+        return _exit_status(dict(error_kinds(jobs)), len(jobs), args.report_only)
     if args.latency < 0 or args.sigma < 0:
         raise ConfigError("--latency and --sigma must be zero or more seconds.")
     out = args.out or Path("runs/quick" if args.quick else "runs/full")
@@ -162,17 +177,37 @@ def run(args: argparse.Namespace) -> int:
         heuristic=not args.no_heuristic, model_arms=tuple(args.model_arms or ARM_LABELS), bfcl_simple=args.bfcl[0], bfcl_parallel=args.bfcl[1],
         bfcl_categories=tuple(args.bfcl_categories or CATEGORIES),
         latency_s=args.latency, latency_sigma_s=args.sigma, max_tokens=args.max_tokens,
-        task_ids=tuple(args.tasks or ()), declared_gap_pp=args.gap, engine_label=args.engine,
+        task_ids=tuple(args.tasks or ()), declared_gap_pp=args.gap, engine_label=args.engine, model=args.model,
         command="harness " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "",
     )  # fmt: skip
 
     async def go() -> dict[str, Any]:
         async with open_engine(args) as engine:
-            return await run_bench(engine, plan, scripted=args.engine == "scripted")
+            return await run_bench(
+                engine, plan, scripted=args.engine == "scripted", retry_failed=args.retry_failed
+            )
 
-    summary = anyio.run(go)
+    summary = anyio.run(
+        until_signalled,
+        go,
+        f"finished jobs are in {out / 'results.jsonl'}: rerun the same command to resume.",
+    )
     _print_summary(summary, out)
-    return 0
+    return _exit_status(summary.get("errors", {}), summary.get("jobs", 0), out)
+
+
+def _exit_status(errors: dict[str, int], jobs: int, out: Path) -> int:
+    """0 when no job errored; else 1, after saying which kinds of error and how many."""
+    if not errors:
+        return EXIT_OK
+    kinds = ", ".join(f"{kind} ×{n}" for kind, n in sorted(errors.items()))
+    print(
+        f"error: {sum(errors.values())} of {jobs} job(s) errored: {kinds}; see the 'error' "
+        f"field in {out / 'results.jsonl'}, then rerun the same command (add --retry-failed "
+        "to run errors other than the engine's again)",
+        file=sys.stderr,
+    )
+    return EXIT_JOB_FAILED
 
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:

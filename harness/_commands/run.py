@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
-from harness.errors import ConfigError
+from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
+from harness._commands._signals import until_signalled
+from harness._jsonl import open_append
+from harness.errors import ConfigError, JournalError
 
 __all__ = ("register", "run")
 
@@ -18,6 +23,10 @@ Run one task of the seeded workload (see `harness tasks list`) under the arms yo
 the in-process vLLM engine by default, each from a fresh store, and print per arm: turns,
 calls, certified windows, D2 discards, prompt / cached / billed tokens, engine and wall seconds,
 and whether the run met the task's gold label.
+
+Exit status: 0 when every arm ran (a run that missed its gold label is a result), 1 when an arm
+ended in an error (the error kinds are printed with their counts), 2 for a usage mistake,
+130/143 when interrupted by SIGINT/SIGTERM.
 
 Arms: S (serial), F (flattened), F+eager (F with eager dispatch), P (native parallel),
 P+V (native parallel with the validator). Policies: gold (the engine is constrained to emit
@@ -32,6 +41,8 @@ examples:
   harness run --task chain-03 --arm S F --latency 0.2    # the null arm: nothing to flatten
   harness run --task mixed-05 --engine scripted          # no model: replays the gold calls (a test double)
   harness run --task fan_out-12 --trace run.jsonl --json # every turn, call and window as JSONL
+  harness run --task mixed-04 --journal runs/m4          # journaled: survives a crash...
+  harness run --resume runs/m4                           # ...and resumes without repeating a write
 """
 
 ARM_CHOICES = ("S", "F", "F+eager", "P", "P+V")
@@ -46,7 +57,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--task", required=True, metavar="ID", help="a task id from `harness tasks list`"
+        "--task",
+        metavar="ID",
+        help="a task id from `harness tasks list` (required unless --resume)",
     )
     parser.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     parser.add_argument(
@@ -72,9 +85,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-tokens", type=int, default=160, help="generation budget per turn (default 160)"
     )
     parser.add_argument(
-        "--trace", metavar="FILE", help="append every turn, call and window to FILE (JSONL)"
+        "--trace",
+        metavar="FILE",
+        help="append each arm's job (every turn, call and window) to FILE (JSONL) as it ends",
     )
     parser.add_argument("--json", action="store_true", help="print the job records as JSON")
+    durable = parser.add_argument_group("durable runs")
+    durable.add_argument(
+        "--journal",
+        metavar="DIR",
+        type=Path,
+        help="journal every turn and call to DIR (one folder per arm, the store on disk), so a "
+        "killed run can be resumed with --resume DIR",
+    )
+    durable.add_argument(
+        "--resume",
+        metavar="DIR",
+        type=Path,
+        help="continue the run journaled in DIR (its task and settings come from DIR/run.json): "
+        "finished work is replayed, never repeated",
+    )
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -92,11 +122,53 @@ def _spec(label: str, args: argparse.Namespace) -> Any:
     )  # fmt: skip
 
 
+#: The options a journaled run records in DIR/run.json and a resume takes back.
+_RECORDED = ("task", "seed", "arm", "policy", "detector", "latency", "sigma", "max_tokens")
+
+
+def _durable_settings(args: argparse.Namespace) -> Path | None:
+    """The run directory, after recording (``--journal``) or restoring (``--resume``) the
+    options that define the run."""
+    if args.journal is not None and args.resume is not None:
+        raise ConfigError("Pass --journal DIR to start a journaled run or --resume DIR, not both.")
+    if args.resume is not None:
+        if args.task is not None:
+            raise ConfigError(
+                f"--resume takes the task and its settings from {args.resume / 'run.json'}; "
+                "drop --task (and the other run options)."
+            )
+        try:
+            recorded = json.loads((args.resume / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise JournalError(
+                f"{args.resume} is not a journaled `harness run` ({exc}); start one with "
+                "`harness run --task ID --journal DIR`."
+            ) from None
+        for name in _RECORDED:
+            setattr(args, name, recorded[name])
+        return Path(args.resume)
+    if args.task is None:
+        raise ConfigError("harness run needs --task ID (see `harness tasks list`) or --resume DIR.")
+    if args.journal is None:
+        return None
+    directory = Path(args.journal)
+    if (directory / "run.json").exists():
+        raise JournalError(
+            f"{directory} holds a journaled run already; resume it with `harness run --resume "
+            f"{directory}` or choose another directory."
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    recorded = {name: getattr(args, name) for name in _RECORDED}
+    (directory / "run.json").write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+    return directory
+
+
 def run(args: argparse.Namespace) -> int:
-    from harness.benchmarks.jobs import dumps, run_job
+    from harness.benchmarks.jobs import dumps, errored_summary, run_job
     from harness.benchmarks.tasks import generate_tasks, task_by_id
     from harness.toolsets.workspace import load_workspace_manifest
 
+    directory = _durable_settings(args)
     if args.engine == "scripted" and args.policy != "gold":
         raise ConfigError(
             "--engine scripted only replays gold calls; use --policy gold or a real engine."
@@ -106,14 +178,24 @@ def run(args: argparse.Namespace) -> int:
     specs = [_spec(label, args) for label in dict.fromkeys(args.arm)]
 
     async def go() -> list[dict[str, Any]]:
+        done = []
         async with open_engine(args) as engine:
-            return [await run_job(engine, wt, spec, manifest) for spec in specs]
+            for spec in specs:
+                durable = None if directory is None else directory / spec.label.replace("+", "_")
+                job = await run_job(engine, wt, spec, manifest, durable=durable)
+                done.append(job)
+                if args.trace:  # as each arm finishes: a kill later loses no finished arm
+                    with open_append(Path(args.trace)) as out:
+                        out.write(dumps(job) + "\n")
+        return done
 
-    jobs = anyio.run(go)
-    if args.trace:
-        with open(args.trace, "a", encoding="utf-8") as out:
-            for job in jobs:
-                out.write(dumps(job) + "\n")
+    hint = (
+        f"each arm's journal in {directory} is flushed: continue with "
+        f"`harness run --resume {directory}`."
+        if directory is not None
+        else "arms that finished are printed above (run with --journal DIR to make it resumable)."
+    )
+    jobs = anyio.run(until_signalled, go, hint)
     if args.json:
         print(json.dumps(jobs, indent=2, sort_keys=True, default=str))
     else:
@@ -123,7 +205,14 @@ def run(args: argparse.Namespace) -> int:
         for job in jobs:
             if job["failures"]:
                 print(f"  {job['label']}: " + "; ".join(job["failures"][:3]))
-    return 0
+    errored = errored_summary(jobs)
+    if errored is None:
+        return EXIT_OK
+    print(f"error: {errored}", file=sys.stderr)
+    for job in jobs:
+        if job["error"]:
+            print(f"  {job['label']}: {job['error']}", file=sys.stderr)
+    return EXIT_JOB_FAILED
 
 
 def render_table(jobs: list[dict[str, Any]]) -> str:

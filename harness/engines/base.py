@@ -33,6 +33,7 @@ __all__ = (
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "guarded_generate",
 )
 
 #: One chat message in the OpenAI chat-completions format: ``{"role": ..., "content": ...}``,
@@ -230,6 +231,44 @@ class Engine(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+async def guarded_generate(
+    engine: Engine,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    settings: GenerationSettings,
+    *,
+    run_id: str | None = None,
+    turn: int | None = None,
+) -> Completion:
+    """``engine.generate(...)`` at the engine boundary: whatever an engine raises comes out as
+    a :class:`~harness.errors.HarnessError` (its own typed errors unchanged, anything else
+    wrapped in :class:`~harness.errors.EngineError` with the original as ``__cause__``), and a
+    reply that is not a :class:`Completion` is an error too. Cancellation passes through."""
+    from harness.errors import EngineError, HarnessError
+
+    name = getattr(engine, "name", type(engine).__name__)
+    try:
+        completion = await engine.generate(messages, tools, settings)
+    except HarnessError:
+        raise
+    except Exception as exc:
+        raise EngineError(
+            f"Engine {name!r} raised {type(exc).__name__}: {exc} (an engine must raise "
+            "EngineRequestError or EngineDeadError); the run stopped. Check the engine, or "
+            "report it to its author with this message.",
+            run_id=run_id,
+            turn=turn,
+        ) from exc
+    if not isinstance(completion, Completion):
+        raise EngineError(
+            f"Engine {name!r} returned {type(completion).__name__}, not a Completion; the run "
+            "stopped. Fix the engine's generate().",
+            run_id=run_id,
+            turn=turn,
+        )
+    return completion
 
 
 class ClosingContext:

@@ -19,7 +19,14 @@ from typing import TypeVar, cast
 
 import anyio
 
-from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolSpec
+from harness.engines.base import (
+    Completion,
+    Engine,
+    GenerationSettings,
+    Message,
+    ToolSpec,
+    guarded_generate,
+)
 
 __all__ = ("gather", "sample_batch", "settled")
 
@@ -68,7 +75,7 @@ async def sample_batch(
     """
     outcomes = await gather(
         [
-            partial(settled, partial(engine.generate, messages, tools, settings))
+            partial(settled, partial(guarded_generate, engine, messages, tools, settings))
             for settings in settings_list
         ]
     )

@@ -15,10 +15,15 @@ Two prompt formats:
   :mod:`harness.engines._format`) and the reply is parsed by the harness. Use it for models
   whose chat template has no tool syntax (SmolLM2) behind a plain server.
 
-Failures: 429 and 5xx are retried with bounded exponential backoff (``Retry-After`` is
-honoured up to ``max_backoff_s``), then fail with :class:`~harness.errors.EngineRequestError`;
-other 4xx fail at once with the status and the server's message; a server that cannot be
-reached fails with :class:`~harness.errors.EngineDeadError` naming the URL.
+Failures: 408, 409, 429 and 5xx, timeouts and every transient transport error (connection
+reset or refused, ``RemoteProtocolError``, ``ReadError``, ``WriteError``, a proxy failure) are
+retried with bounded exponential backoff as the official SDKs do (``backoff_s · 2^attempt``
+up to ``max_backoff_s``, less up to ``jitter`` of it so K loops do not retry in step;
+``Retry-After`` is honoured up to ``max_backoff_s``), then fail with
+:class:`~harness.errors.EngineRequestError`; other 4xx and mistakes on our side of the wire
+(``LocalProtocolError``, an unsupported URL scheme) fail at once with the status and the
+server's message; a server that cannot be reached fails with
+:class:`~harness.errors.EngineDeadError` naming the URL.
 
 The gold policy (``settings.forced``) needs decoding constrained to the exact reply: with
 ``server_supports_structured_outputs=True`` (a vLLM server) the request carries vLLM's
@@ -28,6 +33,7 @@ The gold policy (``settings.forced``) needs decoding constrained to the exact re
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -51,6 +57,15 @@ from harness.errors import ConfigError, EngineDeadError, EngineRequestError
 __all__ = ("OpenAIHTTPEngine",)
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+#: Transport failures worth another attempt: the connection dropped or broke mid-exchange.
+#: (``ConnectError`` and timeouts are handled on their own; ``LocalProtocolError`` and
+#: ``UnsupportedProtocol`` are mistakes on our side that another attempt repeats.)
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+    httpx.ProxyError,
+    ConnectionError,  # a reset that escapes the transport unwrapped
+)
 
 
 def _server_message(response: httpx.Response) -> str:
@@ -100,6 +115,7 @@ class OpenAIHTTPEngine(ClosingContext):
         max_retries: int = 4,
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
+        jitter: float = 0.25,
         tool_format: Literal["openai", "harness"] = "openai",
         server_supports_structured_outputs: bool = False,
         extra_body: Mapping[str, Any] | None = None,
@@ -112,6 +128,10 @@ class OpenAIHTTPEngine(ClosingContext):
                 "max_retries, backoff_s and max_backoff_s must be >= 0 and timeout_s > 0; "
                 f"got {max_retries}, {backoff_s}, {max_backoff_s}, {timeout_s}."
             )
+        if not 0 <= jitter < 1:
+            raise ConfigError(
+                f"jitter must be in [0, 1), the fraction a delay may shrink; got {jitter}."
+            )
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
         self.model = model
@@ -119,6 +139,7 @@ class OpenAIHTTPEngine(ClosingContext):
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.jitter = jitter
         self.tool_format = tool_format
         self.server_supports_structured_outputs = server_supports_structured_outputs
         self.extra_body = dict(extra_body or {})
@@ -191,12 +212,21 @@ class OpenAIHTTPEngine(ClosingContext):
     # ------------------------------------------------------------------ transport
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        """The nominal wait before attempt ``attempt + 1`` (jitter is applied on top)."""
         delay: float = min(self.max_backoff_s, self.backoff_s * 2.0**attempt)
         if response is not None:
             after = _retry_after(response)
             if after is not None:
                 delay = min(self.max_backoff_s, max(delay, after))
         return delay
+
+    def _wait(self, attempt: int, response: httpx.Response | None) -> float:
+        """The actual wait: the nominal delay less a random part of up to ``jitter`` of it
+        (as the OpenAI SDK does), unless the server asked for a time with ``Retry-After``."""
+        delay = self._delay(attempt, response)
+        if response is not None and _retry_after(response) is not None:
+            return delay
+        return delay * (1.0 - self.jitter * random.random())
 
     async def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         last: str = ""
@@ -209,37 +239,11 @@ class OpenAIHTTPEngine(ClosingContext):
                 response = await self._client.post(
                     self.url, json=body, headers=self._headers, timeout=self.timeout_s
                 )
-            except httpx.ConnectError as exc:
-                last = f"cannot connect to {self.url}: {exc}"
-                if attempt == self.max_retries:
-                    raise EngineDeadError(
-                        f"The server at {self.url} cannot be reached after "
-                        f"{attempt + 1} attempt(s) ({exc}); is it running? Check --base-url."
-                    ) from exc
-            except httpx.TimeoutException as exc:
-                last = f"no answer within {self.timeout_s:.1f} s"
-                if attempt == self.max_retries:
-                    raise EngineRequestError(
-                        f"{self.url} gave no answer within {self.timeout_s:.1f} s "
-                        f"({attempt + 1} attempt(s)); raise timeout_s or check the server."
-                    ) from exc
-            except httpx.HTTPError as exc:
-                raise EngineRequestError(f"Request to {self.url} failed: {exc!r}") from exc
+            except (httpx.TransportError, ConnectionError) as exc:
+                last = self._transport_failure(exc, attempt)
             else:
-                elapsed = time.perf_counter() - started
                 if response.status_code < 400:
-                    try:
-                        data = response.json()
-                    except ValueError as exc:
-                        raise EngineRequestError(
-                            f"{self.url} answered {response.status_code} with a body that is "
-                            f"not JSON: {response.text[:200]!r}"
-                        ) from exc
-                    if not isinstance(data, dict):
-                        raise EngineRequestError(
-                            f"{self.url} answered with {data!r}, not an object."
-                        )
-                    return data, elapsed
+                    return self._json(response), time.perf_counter() - started
                 message = _server_message(response)
                 last = f"HTTP {response.status_code}: {message}"
                 if response.status_code not in _RETRY_STATUS:
@@ -249,11 +253,54 @@ class OpenAIHTTPEngine(ClosingContext):
                     )
                 if attempt == self.max_retries:
                     break
-            await anyio.sleep(self._delay(attempt, response))
+            await anyio.sleep(self._wait(attempt, response))
         raise EngineRequestError(
             f"{self.url} kept failing after {self.max_retries + 1} attempt(s); last: {last}. "
             "Retry later or raise max_retries."
         )
+
+    def _transport_failure(self, exc: BaseException, attempt: int) -> str:
+        """What went wrong on the wire, when another attempt may help; raises the typed error
+        when it cannot, or when ``attempt`` was the last one."""
+        final = attempt == self.max_retries
+        tries = f"{attempt + 1} attempt(s)"
+        if isinstance(exc, httpx.ConnectError):
+            if final:
+                raise EngineDeadError(
+                    f"The server at {self.url} cannot be reached after {tries} ({exc}); "
+                    "is it running? Check --base-url."
+                ) from exc
+            return f"cannot connect to {self.url}: {exc}"
+        if isinstance(exc, httpx.TimeoutException):
+            if final:
+                raise EngineRequestError(
+                    f"{self.url} gave no answer within {self.timeout_s:.1f} s ({tries}); "
+                    "raise timeout_s or check the server."
+                ) from exc
+            return f"no answer within {self.timeout_s:.1f} s"
+        if not isinstance(exc, _TRANSIENT):
+            raise EngineRequestError(
+                f"Request to {self.url} failed and cannot be retried: {exc!r}"
+            ) from exc
+        last = f"{type(exc).__name__}: {exc}"
+        if final:
+            raise EngineRequestError(
+                f"The connection to {self.url} broke on each of {tries} (last: {last}); "
+                "check the server and the network, or raise max_retries."
+            ) from exc
+        return last
+
+    def _json(self, response: httpx.Response) -> dict[str, Any]:
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise EngineRequestError(
+                f"{self.url} answered {response.status_code} with a body that is not JSON: "
+                f"{response.text[:200]!r}"
+            ) from exc
+        if not isinstance(data, dict):
+            raise EngineRequestError(f"{self.url} answered with {data!r}, not an object.")
+        return data
 
     # ------------------------------------------------------------------ generate
 

@@ -1,7 +1,9 @@
 """The budgets of a run: each ends in :class:`~harness.errors.UsageLimitExceeded` with the
 number and the fix, never a silent stop.
 
-Turns (``max_turns``, or the task's own), consecutive model mistakes (``max_model_errors``),
+Turns (``max_turns``, or the task's own), billed tokens (``max_billed_tokens``; the
+wall-clock deadline ``max_wall_s`` is the driver's), consecutive model mistakes
+(``max_model_errors``),
 the same call emitted turn after turn (``max_identical_calls``), calls discarded under D2
 (``flatten.max_discards``) and P+V resamples that would pass the turn budget.
 """
@@ -38,6 +40,7 @@ class Budgets:
         self.run_id = run_id
         self.max_turns = max_turns
         self.count = Counters()
+        self.billed_tokens = 0
         self._last_mistake = ""
         self._last_call: tuple[str, str] | None = None
         self._repeats = 0
@@ -63,8 +66,25 @@ class Budgets:
                 turn=self.count.turns,
             )
 
-    def outcome(self, is_error: bool, content: str) -> None:
-        """A call's outcome: an error result is a model mistake; a success resets the run."""
+    def spent(self, billed_tokens: int) -> None:
+        """A turn billed ``billed_tokens``: the run must stay within ``max_billed_tokens``."""
+        self.billed_tokens += billed_tokens
+        budget = self.config.max_billed_tokens
+        if budget is not None and self.billed_tokens > budget:
+            raise UsageLimitExceeded(
+                f"Run {self.run_id!r} billed {self.billed_tokens:,} tokens by turn "
+                f"{self.count.turns}, over its budget of {budget:,}; raise "
+                "LoopConfig.max_billed_tokens, or lower max_tokens per turn or max_turns.",
+                run_id=self.run_id,
+                turn=self.count.turns,
+            )
+
+    def outcome(self, is_error: bool, content: str, kind: str | None = None) -> None:
+        """A call's outcome: an error result is a model mistake; a success resets the run. An
+        in-doubt call of a resumed run (``outcome_unknown``) is neither: the run was
+        interrupted, the model did nothing wrong."""
+        if kind == "outcome_unknown":
+            return
         if is_error:
             self.count.model_errors += 1
             self.count.consecutive_errors += 1

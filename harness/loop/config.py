@@ -69,6 +69,10 @@ class LoopConfig:
     flatten: FlattenSettings = field(default_factory=FlattenSettings)
     parallel: ParallelSettings = field(default_factory=ParallelSettings)
     resample: ResampleSettings = field(default_factory=ResampleSettings)
+    #: Wall-clock deadline of one run (of one attempt, when resumed), in seconds; None: none.
+    max_wall_s: float | None = None
+    #: Billed tokens (input + output of every turn) one run may spend; None: no budget.
+    max_billed_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
@@ -78,6 +82,12 @@ class LoopConfig:
             raise ConfigError(f"Unknown policy {self.policy!r}; choose {choices}.")
         if self.max_turns < 1 or self.max_window < 1:
             raise ConfigError("max_turns and max_window must be at least 1.")
+        if self.max_wall_s is not None and self.max_wall_s <= 0:
+            raise ConfigError(f"max_wall_s must be more than 0 seconds, got {self.max_wall_s}.")
+        if self.max_billed_tokens is not None and self.max_billed_tokens < 1:
+            raise ConfigError(
+                f"max_billed_tokens must be at least 1, got {self.max_billed_tokens}."
+            )
 
     @property
     def eager(self) -> bool:

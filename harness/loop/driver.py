@@ -5,7 +5,14 @@
 generates, turns a reply cut at ``max_tokens`` into a counted mistake, checks for a stuck
 model, lets the arm review the completion (P+V resamples) and handle it, and checks the
 mistake budget, until the arm reports a final answer. The run's task group holds every call
-still running (eager dispatch); cancelling the run cancels them all.
+still running (eager dispatch); cancelling the run cancels them all, and the run is recorded
+as not finished (its ``error`` says it was stopped). ``max_wall_s`` bounds the whole run.
+
+With ``journal=`` (:class:`~harness.journal.Journal`) every turn and call is journaled as it
+happens — a call's intent before it starts — and the journal of a killed run resumes it:
+journaled turns are replayed (:mod:`harness.journal.turns`), journaled outcomes are never
+executed again, and in-doubt calls are retried with their idempotency key only when that is
+safe, else shown as ``outcome_unknown`` (:mod:`harness.journal.execution`).
 """
 
 from __future__ import annotations
@@ -17,11 +24,22 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import TaskGroup
 
+from harness._tool_thread import ToolThread
 from harness.calls import Executor, ToolResult, ToolsetExecutor
 from harness.certify import Detector, make_detector
 from harness.engines.base import Engine, Message, ToolCall
-from harness.errors import ConfigError
-from harness.ledger import CallRecord, Ledger, RunRecord, TurnRecord, WindowRecord
+from harness.errors import ConfigError, UsageLimitExceeded
+from harness.journal import Journal
+from harness.journal.execution import JournaledCalls
+from harness.journal.turns import JournaledTurns
+from harness.ledger import (
+    CallRecord,
+    Ledger,
+    RunRecord,
+    SettledRecord,
+    TurnRecord,
+    WindowRecord,
+)
 from harness.loop.arm import ArmStrategy
 from harness.loop.config import Arm, LoopConfig, Policy
 from harness.loop.flattened import FlattenedArm
@@ -84,44 +102,73 @@ async def run_loop(
     ledger: Ledger | None = None,
     run_id: str | None = None,
     executor: Executor | None = None,
+    journal: Journal | None = None,
 ) -> LoopResult:
     """Run ``task`` to its final answer with ``config.arm`` (see :mod:`harness.loop`).
 
     ``executor``: how calls run (default: in process, against ``toolset``); every call of
-    every arm goes through its ``execute``.
+    every arm goes through its ``execute``. ``journal``: journal the run as it happens, or
+    resume the run it holds (the run id is the journal's; calls run through it).
     """
     config = config or LoopConfig()
     skill = _resolve_skill(manifest, task)
     if skill is not None and isinstance(manifest, Manifest):
         manifest.check_tools(toolset)
+    ledger = ledger or Ledger()
+    watch = _Abandoned(ledger)
+    journaled: JournaledCalls | None = None
+    if journal is not None:
+        if executor is not None or (run_id is not None and run_id != journal.run_id):
+            raise ConfigError(
+                f"A journaled run (journal of run {journal.run_id!r} in {journal.directory}) "
+                "runs its calls through the journal under the journal's run id; pass neither "
+                "executor nor run_id with journal."
+            )
+        run_id = journal.run_id
+        journaled = JournaledCalls(journal, toolset, on_abandon=watch)
     detector = make_detector(config.detector, max_window=config.max_window, marker=config.marker)
     state = RunState(
         engine,
         toolset,
-        executor or ToolsetExecutor(toolset),
+        executor or journaled or ToolsetExecutor(toolset, on_abandon=watch),
         task,
         config,
         skill,
-        ledger or Ledger(),
+        ledger,
         run_id,
         detector_name=detector.name,
         policy=POLICIES[config.policy](),
+        turns=JournaledTurns(journal) if journal is not None else None,
     )
+    watch.run_id = state.run_id
     started = time.monotonic()
     answer: str | None = None
-    error: str | None = None
+    error: str | None = "Cancelled: the run was stopped before it ended"
     try:
         try:
-            async with anyio.create_task_group() as group:
-                arm = STRATEGIES[config.arm](state, detector, group)
-                answer = await _drive(state, arm)
+            with anyio.move_on_after(config.max_wall_s) as deadline:
+                async with anyio.create_task_group() as group:
+                    arm = STRATEGIES[config.arm](state, detector, group)
+                    answer = await _drive(state, arm)
         except BaseExceptionGroup as group_error:
-            raise _single(group_error) from None
+            single = _single(group_error)
+            raise single from single.__cause__  # keep an engine error's original cause
+        if deadline.cancelled_caught:
+            raise _past_deadline(state, journal)
+        error = None
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
         raise
+    except BaseException as exc:  # cancelled (a signal, an outer deadline): not finished
+        kind = "Cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else type(exc)
+        name = kind if isinstance(kind, str) else kind.__name__
+        error = f"{name}: the run was stopped at turn {state.turn} before it ended"
+        raise
     finally:
-        summary = _summarise(state, started, answer, error)
+        extra = _extra(state, watch, journal, journaled)
+        summary = _summarise(state, started, answer, error, extra)
+        if journal is not None:
+            journal.record_end(finished=error is None, error=error, answer=answer)
     return LoopResult(
         state.run_id,
         task.id,
@@ -134,6 +181,72 @@ async def run_loop(
         state.ledger,
         summary,
     )
+
+
+class _Abandoned:
+    """Told about sync calls whose thread outlived them: records a
+    :class:`~harness.ledger.SettledRecord` when each thread really ends."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.run_id = ""
+        self.threads: dict[str, ToolThread] = {}
+
+    def __call__(self, call: ToolCall, thread: ToolThread) -> None:
+        self.threads[call.id] = thread
+
+        def settled(ended: ToolThread) -> None:
+            error = ended.error
+            self.ledger.emit(
+                SettledRecord(
+                    run_id=self.run_id,
+                    call_id=call.id,
+                    tool=call.name,
+                    outcome="raised" if error is not None else "returned",
+                    error=None if error is None else f"{type(error).__name__}: {error}",
+                    finished=ended.finished,
+                )
+            )
+
+        thread.on_end(settled)
+
+
+def _past_deadline(state: RunState, journal: Journal | None) -> UsageLimitExceeded:
+    how = (
+        f", or resume it from its journal in {journal.directory}."
+        if journal is not None
+        else ", or run it with a journal so that it can be resumed."
+    )
+    return UsageLimitExceeded(
+        f"Run {state.run_id!r} passed its wall-clock deadline of {state.config.max_wall_s:.1f} "
+        f"s at turn {state.turn} ({len(state.calls)} calls done); raise LoopConfig.max_wall_s"
+        + how,
+        run_id=state.run_id,
+        turn=state.turn,
+    )
+
+
+def _extra(
+    state: RunState,
+    watch: _Abandoned,
+    journal: Journal | None,
+    journaled: JournaledCalls | None,
+) -> dict[str, object]:
+    """What the summary adds: calls whose threads still run, and what the journal replayed."""
+    extra: dict[str, object] = {}
+    unsettled = [c for c, t in watch.threads.items() if not t.done]
+    if unsettled:
+        extra["unsettled_calls"] = unsettled
+    if journal is not None and journaled is not None and state.journaled_turns is not None:
+        extra["journal"] = {
+            "directory": str(journal.directory),
+            "attempt": journal.state.attempts,
+            "turns_replayed": state.journaled_turns.replayed,
+            "replayed": list(journaled.replayed),
+            "retried": list(journaled.retried),
+            "unknown": list(journaled.unknown),
+        }
+    return extra
 
 
 def _resolve_skill(manifest: Manifest | Skill | None, task: Task) -> Skill | None:
@@ -164,7 +277,13 @@ async def _drive(state: RunState, arm: ArmStrategy) -> str | None:
             return completion.content
 
 
-def _summarise(state: RunState, started: float, answer: str | None, error: str | None) -> RunRecord:
+def _summarise(
+    state: RunState,
+    started: float,
+    answer: str | None,
+    error: str | None,
+    extra: dict[str, object],
+) -> RunRecord:
     turns = [
         r for r in state.ledger.records if isinstance(r, TurnRecord) and r.run_id == state.run_id
     ]
@@ -191,6 +310,7 @@ def _summarise(state: RunState, started: float, answer: str | None, error: str |
         billed_tokens=sum(t.billed_tokens for t in turns),
         engine_s=sum(t.engine_s for t in turns),
         wall_s=time.monotonic() - started,
+        extra=extra,
     )
     state.ledger.emit(summary)
     return summary

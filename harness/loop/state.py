@@ -5,7 +5,8 @@
 * the transcript (:class:`~harness.loop.transcript.Transcript`: what the serial arm would
   see, markers standing in for withheld results until their window is revealed);
 * generation (:meth:`RunState.generate`: one turn, its call ids renumbered run-unique and
-  arm-independent, its :class:`~harness.ledger.TurnRecord`);
+  arm-independent, its :class:`~harness.ledger.TurnRecord`; with a journal, a journaled turn is
+  replayed instead of generated, a fresh one journaled — :mod:`harness.journal.turns`);
 * the one call-execution seam (:meth:`RunState.execute` through an
   :class:`~harness.calls.Executor`, and :meth:`RunState.record_call` for the outcome);
 * the absorb turn: :meth:`RunState.reveal` puts a closed window's results in place of its
@@ -23,7 +24,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.calls import Executor, ToolResult
-from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolCall
+from harness.engines.base import (
+    Completion,
+    Engine,
+    GenerationSettings,
+    Message,
+    ToolCall,
+    guarded_generate,
+)
+from harness.engines.batch import sample_batch
+from harness.journal.turns import JournaledTurns
 from harness.ledger import CallRecord, Ledger, TurnRecord, WindowRecord
 from harness.loop.budgets import Budgets, Counters
 from harness.loop.config import LoopConfig
@@ -61,6 +71,7 @@ class RunState:
         *,
         detector_name: str,
         policy: PolicyStrategy,
+        turns: JournaledTurns | None = None,
     ) -> None:
         self.engine = engine
         self.toolset = toolset
@@ -71,6 +82,7 @@ class RunState:
         self.ledger = ledger
         self.detector_name = detector_name
         self.policy = policy
+        self.journaled_turns = turns
         self.run_id = run_id or f"{task.id}-{config.arm}-{uuid.uuid4().hex[:8]}"
         self.specs = toolset.specs()
         self.transcript = Transcript(task.system or DEFAULT_LOOP_SYSTEM, task.prompt)
@@ -106,8 +118,45 @@ class RunState:
         ``window_open``: results are withheld while it is generated."""
         self.budgets.check_turns()
         started = time.monotonic()
-        completion = await self.engine.generate(self.messages, self.specs, settings)
+        completion = await self.complete(self.turn, settings, "call")
         return self.took_turn(completion, "call", started, window_open=window_open)
+
+    async def complete(self, turn: int, settings: GenerationSettings, purpose: str) -> Completion:
+        """The completion of ``turn``: replayed from the journal, or generated (at the engine
+        boundary: any engine failure is a typed error) and journaled."""
+        journaled = self.journaled_turns
+        if journaled is not None:
+            replayed = journaled.replay(turn, self.messages, self.specs, settings)
+            if replayed is not None:
+                return replayed
+        completion = await guarded_generate(
+            self.engine, self.messages, self.specs, settings, run_id=self.run_id, turn=turn
+        )
+        if journaled is not None:
+            journaled.record(turn, purpose, self.messages, self.specs, settings, completion)
+        return completion
+
+    async def sample(self, settings_list: Sequence[GenerationSettings]) -> list[Completion]:
+        """The completions of the next ``len(settings_list)`` turns, drawn as one batch (P+V's
+        batched resample); journaled ones are replayed, the others generated together."""
+        out: list[Completion | None] = [None] * len(settings_list)
+        if self.journaled_turns is not None:
+            for i, settings in enumerate(settings_list):
+                out[i] = self.journaled_turns.replay(
+                    self.turn + i, self.messages, self.specs, settings
+                )
+        missing = [i for i, c in enumerate(out) if c is None]
+        fresh = await sample_batch(
+            self.engine, self.messages, self.specs, [settings_list[i] for i in missing]
+        )
+        for i, completion in zip(missing, fresh, strict=True):
+            out[i] = completion
+            if self.journaled_turns is not None:
+                self.journaled_turns.record(
+                    self.turn + i, "resample", self.messages, self.specs, settings_list[i],
+                    completion,
+                )  # fmt: skip
+        return [c for c in out if c is not None]
 
     def took_turn(
         self, completion: Completion, purpose: str, started: float, *, window_open: bool = False
@@ -116,6 +165,7 @@ class RunState:
         completion = self._renumber(completion)
         self._record_turn(purpose, completion, started, window_open)
         self.count.turns += 1
+        self.budgets.spent(completion.usage.billed_tokens)
         return completion
 
     def _renumber(self, completion: Completion) -> Completion:
@@ -174,7 +224,7 @@ class RunState:
         """A call's outcome: kept, counted against the mistake budget, and recorded."""
         self.results[call.id] = result
         self.calls.append(call)
-        self.budgets.outcome(result.is_error, result.content)
+        self.budgets.outcome(result.is_error, result.content, result.error_kind)
         self.ledger.emit(
             CallRecord(
                 run_id=self.run_id,
@@ -189,6 +239,7 @@ class RunState:
                 started=result.started,
                 finished=result.finished,
                 result_chars=len(result.content),
+                outcome_known=result.outcome_known,
             )
         )
 

@@ -12,7 +12,6 @@ import time
 from dataclasses import replace
 
 from harness.engines.base import Completion
-from harness.engines.batch import sample_batch
 from harness.loop.parallel import ParallelArm
 from harness.validator import validate_window
 
@@ -61,5 +60,5 @@ class ValidatedArm(ParallelArm):
         settings = [replace(base, temperature=temperature, seed=seed0 + i) for i in range(k)]
         state.budgets.check_resample(k)
         started = time.monotonic()
-        candidates = await sample_batch(state.engine, state.messages, state.specs, settings)
+        candidates = await state.sample(settings)
         return [state.took_turn(c, "resample", started) for c in candidates]

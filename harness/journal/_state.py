@@ -1,0 +1,158 @@
+"""What a journal says about a run: the replay view folded from its entries, and the codecs
+between entries and the loop's values (completions, tool results)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness.calls import ToolResult
+from harness.engines.base import (
+    Completion,
+    GenerationSettings,
+    Message,
+    Timings,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+__all__ = (
+    "JournalState",
+    "completion_from_entry",
+    "completion_to_entry",
+    "prompt_hash",
+    "result_from_entry",
+    "result_to_entry",
+)
+
+
+def prompt_hash(
+    messages: Sequence[Message], tools: Sequence[ToolSpec], settings: GenerationSettings
+) -> str:
+    """SHA-256 of what a generation was asked: the chat, the tools and the settings. A resumed
+    run that asks something else at a journaled turn has diverged from the journal."""
+    text = json.dumps([list(messages), list(tools), asdict(settings)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def completion_to_entry(completion: Completion) -> dict[str, Any]:
+    return {
+        "content": completion.content,
+        "tool_calls": [[c.id, c.name, c.arguments] for c in completion.tool_calls],
+        "usage": asdict(completion.usage),
+        "timings": asdict(completion.timings),
+        "finish_reason": completion.finish_reason,
+    }
+
+
+def completion_from_entry(data: Mapping[str, Any]) -> Completion:
+    return Completion(
+        content=data.get("content"),
+        tool_calls=tuple(ToolCall(str(i), str(n), str(a)) for i, n, a in data["tool_calls"]),
+        usage=Usage(**data.get("usage", {})),
+        timings=Timings(**data.get("timings", {})),
+        finish_reason=data.get("finish_reason", "stop"),
+    )
+
+
+def _json_value(value: Any) -> Any:
+    """The tool's raw value if it is plain JSON data (else ``None``: its rendering is kept)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return value
+
+
+def result_to_entry(result: ToolResult) -> dict[str, Any]:
+    return {
+        "call_id": result.call_id,
+        "tool": result.name,
+        "content": result.content,
+        "is_error": result.is_error,
+        "error_kind": result.error_kind,
+        "value": _json_value(result.value),
+        "started": result.started,
+        "finished": result.finished,
+    }
+
+
+def result_from_entry(data: Mapping[str, Any]) -> ToolResult:
+    return ToolResult(
+        call_id=str(data["call_id"]),
+        name=str(data["tool"]),
+        content=str(data["content"]),
+        is_error=bool(data["is_error"]),
+        error_kind=data.get("error_kind"),
+        value=data.get("value"),
+        started=float(data.get("started", 0.0)),
+        finished=float(data.get("finished", 0.0)),
+    )
+
+
+@dataclass
+class JournalState:
+    """A run as its journal tells it (later entries win over earlier ones for the same key).
+
+    ``intents`` and ``outcomes`` are keyed by call id; a call with an intent and no outcome is
+    *in doubt*: it started and nobody knows whether it took effect. ``settled`` holds late
+    outcomes of abandoned sync calls (their threads ended after the call was given up on).
+    ``attempts`` counts the processes that wrote the journal (1 + resumes); ``skipped`` the
+    entries torn by a crash.
+    """
+
+    run: dict[str, Any] = field(default_factory=dict)
+    turns: dict[int, dict[str, Any]] = field(default_factory=dict)
+    intents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    settled: dict[str, dict[str, Any]] = field(default_factory=dict)
+    windows: dict[int, dict[str, Any]] = field(default_factory=dict)
+    end: dict[str, Any] | None = None
+    attempts: int = 0
+    skipped: int = 0
+
+    @classmethod
+    def fold(cls, entries: Sequence[Mapping[str, Any]], skipped: int = 0) -> JournalState:
+        state = cls(skipped=skipped)
+        for entry in entries:
+            state.apply(entry)
+        return state
+
+    def apply(self, entry: Mapping[str, Any]) -> None:
+        kind = entry.get("kind")
+        data = dict(entry)
+        if kind == "run":
+            self.run = data
+            self.attempts += 1
+        elif kind == "resume":
+            self.attempts += 1
+            self.end = None
+        elif kind == "turn":
+            self.turns[int(data["turn"])] = data
+        elif kind == "intent":
+            self.intents[str(data["call_id"])] = data
+        elif kind == "outcome":
+            self.outcomes[str(data["call_id"])] = data
+        elif kind == "settled":
+            self.settled[str(data["call_id"])] = data
+        elif kind == "window":
+            self.windows[int(data["index"])] = data
+        elif kind == "end":
+            self.end = data
+
+    @property
+    def run_id(self) -> str:
+        return str(self.run.get("run_id", ""))
+
+    @property
+    def in_doubt(self) -> list[str]:
+        """Call ids that started (intent journaled) and have no journaled outcome."""
+        return [c for c in self.intents if c not in self.outcomes]
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None and bool(self.end.get("finished"))

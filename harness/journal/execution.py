@@ -1,0 +1,153 @@
+"""Executing calls through the journal: replay what is known, decide what is in doubt, and
+write the intent of everything else before it starts.
+
+For each call, :meth:`JournaledCalls.execute` does exactly one of:
+
+``replay``   its outcome is journaled: return it as it was, never execute it again;
+``late``     it was abandoned (cancelled sync call) and its thread's outcome was journaled
+             after: return that outcome, never execute it again;
+``retry``    it is in doubt (intent, no outcome) and safe to repeat — read-only, idempotent,
+             or the tool accepts an idempotency key: run it again with the **same key**;
+``unknown``  it is in doubt and not safe to repeat: do not run it; the model and the ledger
+             get an ``outcome_unknown`` error result saying so (journaled, so a second resume
+             says the same);
+``live``     never seen: journal the intent (on disk), run it with its key, journal the
+             outcome (on disk).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from harness.calls import ToolResult, execute_call, render_result
+from harness.engines.base import ToolCall
+from harness.errors import ReplayDivergence
+from harness.journal import Journal, idempotency_key, result_from_entry
+from harness.tools import Tool, Toolset, ToolThread
+
+__all__ = ("Decision", "JournaledCalls", "outcome_unknown", "retry_is_safe")
+
+Decision = Literal["replay", "late", "retry", "unknown", "live"]
+
+
+def retry_is_safe(tool: Tool | None) -> bool:
+    """A call of ``tool`` whose outcome is in doubt may run again: it writes nothing, writing
+    twice equals writing once, or the tool drops a second write with the same key."""
+    if tool is None:
+        return True  # an unknown tool never ran: it is an error result again
+    effect = tool.effect
+    return effect.read_only or effect.idempotent or effect.accepts_idempotency_key
+
+
+def outcome_unknown(call: ToolCall, now: float = 0.0) -> ToolResult:
+    """The result shown for an in-doubt call that is not run again."""
+    return ToolResult(
+        call.id,
+        call.name,
+        f"Error: the outcome of this '{call.name}' call is unknown: the run was interrupted "
+        "after the call started and before its result was recorded. It was not run again "
+        "because it is not idempotent and takes no idempotency key. Check whether it took "
+        "effect before calling it again.",
+        True,
+        "outcome_unknown",
+        None,
+        now,
+        now,
+    )
+
+
+def _late_result(call: ToolCall, settled: dict[str, object]) -> ToolResult:
+    if settled.get("status") == "raised":
+        return ToolResult(
+            call.id, call.name, f"Error: Tool '{call.name}' raised {settled.get('error')}",
+            True, "tool_raised",
+        )  # fmt: skip
+    value = settled.get("value")
+    return ToolResult(call.id, call.name, render_result(value), False, None, value)
+
+
+class JournaledCalls:
+    """Runs the calls of one run through its journal (see the module docstring).
+
+    ``on_abandon(call, thread)`` is told about sync calls whose thread outlived the call
+    (the journal records their late outcome by itself). Counters: ``replayed`` (calls not
+    executed because their outcome was journaled), ``retried`` and ``unknown`` (in-doubt
+    calls run again with their key, or surfaced as ``outcome_unknown``).
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        toolset: Toolset,
+        *,
+        on_abandon: Callable[[ToolCall, ToolThread], None] | None = None,
+    ) -> None:
+        self.journal = journal
+        self.toolset = toolset
+        self._on_abandon = on_abandon
+        self.replayed: list[str] = []
+        self.retried: list[str] = []
+        self.unknown: list[str] = []
+
+    def decide(self, call: ToolCall) -> Decision:
+        """What :meth:`execute` will do with ``call`` (see the module docstring)."""
+        replay = self.journal.replay
+        if call.id in replay.outcomes:
+            return "replay"
+        if call.id in replay.settled:
+            return "late"
+        if call.id in replay.intents:
+            return "retry" if retry_is_safe(self.toolset.get(call.name)) else "unknown"
+        return "live"
+
+    def _check_same_call(self, call: ToolCall) -> None:
+        intent = self.journal.replay.intents.get(call.id)
+        if intent is None:
+            return
+        if (intent.get("tool"), intent.get("arguments")) != (call.name, call.arguments):
+            raise ReplayDivergence(
+                f"Call {call.id} is {call.name}({call.arguments[:80]}) in this run but the "
+                f"journal in {self.journal.directory} recorded {intent.get('tool')}"
+                f"({str(intent.get('arguments'))[:80]}): the run diverged from its journal. "
+                "Resume with the same task, toolset and settings, or start a new run.",
+                run_id=self.journal.run_id,
+                call_id=call.id,
+                tool=call.name,
+            )
+
+    async def execute(
+        self, call: ToolCall, *, turn: int | None = None, mode: str = "", window: int | None = None
+    ) -> ToolResult:
+        """Run (or replay, or surface) ``call``; ``turn``, ``mode`` and ``window`` only
+        annotate its intent (the :class:`~harness.calls.Executor` protocol passes the call)."""
+        decision = self.decide(call)
+        self._check_same_call(call)
+        replay = self.journal.replay
+        if decision == "replay":
+            self.replayed.append(call.id)
+            return result_from_entry(replay.outcomes[call.id])
+        if decision == "late":
+            self.replayed.append(call.id)
+            result = _late_result(call, replay.settled[call.id])
+            self.journal.record_outcome(result, replayed=True)
+            return result
+        if decision == "unknown":
+            self.unknown.append(call.id)
+            result = outcome_unknown(call)
+            self.journal.record_outcome(result)
+            return result
+        if decision == "retry":
+            self.retried.append(call.id)
+        key = idempotency_key(self.journal.run_id, call.id)
+        self.journal.record_intent(call, key=key, turn=turn, mode=mode, window=window)
+        result = await execute_call(
+            self.toolset, call, idempotency_key=key, on_abandon=self._abandoned
+        )
+        self.journal.record_outcome(result)
+        return result
+
+    def _abandoned(self, call: ToolCall, thread: ToolThread) -> None:
+        thread.on_end(lambda ended: self.journal.record_settled(call, ended))
+        if self._on_abandon is not None:
+            self._on_abandon(call, thread)

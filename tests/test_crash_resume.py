@@ -1,0 +1,18 @@
+"""The fault-injection benchmark on a few runs: SIGKILLed runs resume to the clean run's store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.benchmarks.crash_resume import run_benchmark
+
+
+def test_killed_runs_resume_to_the_clean_store_with_no_repeated_or_lost_write(tmp_path: Path):
+    figures = run_benchmark(8, seed=3, out=tmp_path)
+    assert figures["errors"] == 0, figures["failed_runs"]
+    assert figures["runs"] == figures["kills"] == figures["resumed"] == 8
+    keyed = figures["by_toolset"]["keyed"]
+    assert keyed["repeated_writes"] == keyed["lost_writes"] == keyed["state_mismatches"] == 0
+    assert keyed["outcome_unknown"] == 0
+    assert figures["unexplained"] == 0
+    assert (tmp_path / "runs.jsonl").exists()

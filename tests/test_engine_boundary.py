@@ -1,0 +1,45 @@
+"""The engine boundary: whatever an engine raises reaches the caller as a HarnessError."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from harness import Task, Toolset
+from harness.engines.base import GenerationSettings, Message, ToolSpec, guarded_generate
+from harness.errors import EngineDeadError, EngineError, HarnessError
+from harness.loop import LoopConfig, run_loop
+from harness.testing import ScriptedEngine
+
+pytestmark = pytest.mark.anyio
+
+
+def _boom(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+    raise RuntimeError("socket closed under us")
+
+
+async def test_a_plain_exception_from_an_engine_becomes_a_typed_engine_error() -> None:
+    engine = ScriptedEngine(_boom)
+    with pytest.raises(EngineError, match="raised RuntimeError: socket closed") as caught:
+        await run_loop(engine, Toolset([]), Task(id="t", prompt="hi"), LoopConfig(arm="S"))
+    assert isinstance(caught.value, HarnessError)
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    assert caught.value.turn == 0
+
+
+async def test_an_engines_own_typed_error_passes_unchanged() -> None:
+    engine = ScriptedEngine()
+    await engine.aclose()
+    with pytest.raises(EngineDeadError, match="closed"):
+        await guarded_generate(engine, [], [], GenerationSettings(forced_answer="x", forced=()))
+
+
+async def test_a_reply_that_is_not_a_completion_is_an_engine_error() -> None:
+    class Broken(ScriptedEngine):
+        async def generate(self, *args: Any, **kwargs: Any) -> Any:
+            return {"content": "hi"}
+
+    with pytest.raises(EngineError, match="returned dict, not a Completion"):
+        await guarded_generate(Broken(), [], [], GenerationSettings())
