@@ -24,6 +24,7 @@ import argparse
 import functools
 import json
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -45,13 +46,14 @@ from harness.engines.router import Policy
 
 __all__ = ("Measured", "Upstreams", "main", "measure", "segment_message", "start_upstreams")
 
-#: The profile the validation runs on: fast enough for a few minutes a run, slow enough that
-#: the loopback HTTP round trip (a few ms) stays small; a cache that holds every loop's
-#: conversation under affine routing over 2 replicas but not under round-robin.
+#: The profile the validation runs on: a few minutes a run, slow enough that the loopback
+#: HTTP round trip and the client's own CPU time (a few ms a request on a busy 2-core machine)
+#: stay small next to a turn; a cache that holds every loop's conversation under affine
+#: routing over 2 replicas but not under round-robin.
 VALIDATION_PROFILE = ReplicaProfile(
-    prefill_ms_per_token=0.5,
-    decode_ms_per_token=10.0,
-    overhead_ms=10.0,
+    prefill_ms_per_token=1.0,
+    decode_ms_per_token=20.0,
+    overhead_ms=20.0,
     max_batch=8,
     cache_tokens=64_000,
     block_tokens=16,
@@ -260,8 +262,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stop(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds, so the upstreams are stopped
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)
     shape, profile = LoopShape(), VALIDATION_PROFILE
     rows: list[dict[str, Any]] = []
     with start_upstreams(1, profile) as single:

@@ -13,6 +13,7 @@ from harness.engines.base import (
     Usage,
 )
 from harness.engines.openai_http import OpenAIHTTPEngine
+from harness.engines.router import Router
 from harness.engines.vllm import CacheStats, VLLMEngine, VLLMSettings, open_default_engine
 
 __all__ = (
@@ -22,6 +23,7 @@ __all__ = (
     "GenerationSettings",
     "Message",
     "OpenAIHTTPEngine",
+    "Router",
     "Timings",
     "ToolCall",
     "ToolSpec",
