@@ -1,6 +1,6 @@
 """Faults for the crash-resume benchmark: where to SIGKILL a run.
 
-The runs it kills work on :mod:`toolsets.workspace.durable` (the workspace store on disk,
+The runs it kills work on :mod:`harness.toolsets.workspace.durable` (the workspace store on disk,
 whose application log is the ground truth for repeated and lost writes).
 
 :class:`Faults` kills the process (SIGKILL: no cleanup, no flush) at the ``k``-th occurrence

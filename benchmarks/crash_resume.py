@@ -1,8 +1,8 @@
 """Fault injection: SIGKILL seeded runs at random points, resume them, compare with a clean run.
 
-``python -m benchmarks.crash_resume --runs N --json`` runs N seeded runs of write-heavy
+``python -m harness.benchmarks.crash_resume --runs N --json`` runs N seeded runs of write-heavy
 fan-out and mixed workload tasks (the gold policy on the scripted engine; arms S, F,
-F+eager, P) over the workspace store on disk (:mod:`toolsets.workspace.durable`). Each run is a forked
+F+eager, P) over the workspace store on disk (:mod:`harness.toolsets.workspace.durable`). Each run is a forked
 process with a journal that is killed with SIGKILL at a random point — inside a window,
 between a call's start and its journaled outcome (before or after its write), during the
 absorb turn, or at a random time — and then resumed by a fresh process from its journal.
@@ -340,7 +340,7 @@ def run_benchmark(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.crash_resume",
+        prog="python -m harness.benchmarks.crash_resume",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     parser.add_argument("--runs", type=int, default=200, help="killed runs (default 200)")

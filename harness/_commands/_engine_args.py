@@ -35,8 +35,17 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--base-url",
+        action="append",
         default=None,
-        help="for --engine http: the server's base URL, e.g. http://127.0.0.1:8000/v1",
+        help="for --engine http: the server's base URL, e.g. http://127.0.0.1:8000/v1; "
+        "repeat it (or separate URLs with commas) for several replicas of one model",
+    )
+    group.add_argument(
+        "--routing",
+        choices=("affine", "round_robin"),
+        default="affine",
+        help="for several --base-url: affine (default) keeps each loop on the replica that "
+        "holds its prefix; round_robin is the control",
     )
     group.add_argument(
         "--api-key", default=None, help="for --engine http: bearer token (or OPENAI_API_KEY)"
@@ -59,7 +68,10 @@ async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
         from harness.engines.openai_http import OpenAIHTTPEngine
 
         async with OpenAIHTTPEngine(
-            base_url=args.base_url, model=args.model or "default", api_key=args.api_key
+            base_url=args.base_url,
+            model=args.model or "default",
+            api_key=args.api_key,
+            routing=getattr(args, "routing", "affine"),
         ) as http:
             yield http
         return

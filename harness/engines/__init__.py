@@ -23,10 +23,12 @@ from harness.engines.base import (
 
 if TYPE_CHECKING:
     from harness.engines.openai_http import OpenAIHTTPEngine
+    from harness.engines.router import Router
     from harness.engines.vllm import CacheStats, VLLMEngine, VLLMSettings, open_default_engine
 
 _LAZY: dict[str, str] = {
     "OpenAIHTTPEngine": "harness.engines.openai_http",
+    "Router": "harness.engines.router",
     "CacheStats": "harness.engines.vllm",
     "VLLMEngine": "harness.engines.vllm",
     "VLLMSettings": "harness.engines.vllm",
@@ -40,6 +42,7 @@ __all__ = (
     "GenerationSettings",
     "Message",
     "OpenAIHTTPEngine",
+    "Router",
     "Timings",
     "ToolCall",
     "ToolSpec",

@@ -25,6 +25,12 @@ up to ``max_backoff_s``, less up to ``jitter`` of it so K loops do not retry in 
 server's message; a server that cannot be reached fails with
 :class:`~harness.errors.EngineDeadError` naming the URL.
 
+Several servers (``base_url`` a list, or comma-separated): each request goes through a
+:class:`~harness.engines.router.Router` — by default prefix-affine (a loop's turns stay on the
+replica that holds its prefix, with load-aware spill-over), ``routing="round_robin"`` as the
+control. A replica that cannot be reached is not retried: the request moves to the next one
+at once and the replica is left alone for a while (see :mod:`harness.engines.router`).
+
 The gold policy (``settings.forced``) needs decoding constrained to the exact reply: with
 ``server_supports_structured_outputs=True`` (a vLLM server) the request carries vLLM's
 ``structured_outputs`` extension; otherwise it is a :class:`~harness.errors.ConfigError`.
@@ -35,13 +41,13 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
 import httpx
 
-from harness.engines import _format
+from harness.engines import _format, router
 from harness.engines.base import (
     ClosingContext,
     Completion,
@@ -100,13 +106,17 @@ def _retry_after(response: httpx.Response) -> float | None:
 class OpenAIHTTPEngine(ClosingContext):
     """An :class:`~harness.engines.base.Engine` over an OpenAI-compatible HTTP server.
 
-    ``base_url`` is the API root, e.g. ``http://127.0.0.1:8000/v1``; ``model`` the served
-    model name. ``api_key`` defaults to ``$OPENAI_API_KEY`` (sent as a bearer token if set).
+    ``base_url`` is the API root, e.g. ``http://127.0.0.1:8000/v1``, or several (a list or a
+    comma-separated string) served by one model; ``model`` the served model name. ``api_key``
+    defaults to ``$OPENAI_API_KEY`` (sent as a bearer token if set). With several base URLs,
+    ``routing`` is ``"affine"`` (default), ``"round_robin"`` or a
+    :class:`~harness.engines.router.Router`, and ``route_key`` maps a request's messages to
+    its loop's key (default :func:`~harness.engines.router.conversation_key`).
     """
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         model: str,
         *,
         client: httpx.AsyncClient | None = None,
@@ -120,6 +130,8 @@ class OpenAIHTTPEngine(ClosingContext):
         server_supports_structured_outputs: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         name: str | None = None,
+        routing: router.Policy | router.Router = "affine",
+        route_key: Callable[[Sequence[Message]], str] = router.conversation_key,
     ) -> None:
         if tool_format not in ("openai", "harness"):
             raise ConfigError(f"tool_format must be 'openai' or 'harness', not {tool_format!r}.")
@@ -132,7 +144,23 @@ class OpenAIHTTPEngine(ClosingContext):
             raise ConfigError(
                 f"jitter must be in [0, 1), the fraction a delay may shrink; got {jitter}."
             )
-        self.base_url = base_url.rstrip("/")
+        urls = router.split_base_urls(base_url)
+        self.router: router.Router | None = None
+        if isinstance(routing, router.Router):
+            if [r.url for r in routing.replicas] != urls:
+                raise ConfigError(
+                    f"The router serves {[r.url for r in routing.replicas]} but base_url is "
+                    f"{urls}; pass the router's base URLs."
+                )
+            self.router = routing
+        elif routing not in router.POLICIES:
+            raise ConfigError(
+                f"routing must be one of {', '.join(router.POLICIES)} or a Router, not {routing!r}."
+            )
+        elif len(urls) > 1:
+            self.router = router.Router(urls, policy=routing)
+        self.route_key = route_key
+        self.base_url = urls[0]
         self.url = f"{self.base_url}/chat/completions"
         self.model = model
         self.timeout_s = timeout_s
@@ -228,7 +256,10 @@ class OpenAIHTTPEngine(ClosingContext):
             return delay
         return delay * (1.0 - self.jitter * random.random())
 
-    async def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    async def _post(self, body: dict[str, Any], base_url: str) -> tuple[dict[str, Any], float]:
+        url = f"{base_url}/chat/completions"
+        # Behind a router, an unreachable replica is not retried: the router moves on at once.
+        connect_retries = 0 if self.router else self.max_retries
         last: str = ""
         for attempt in range(self.max_retries + 1):
             if self._closed:
@@ -237,69 +268,71 @@ class OpenAIHTTPEngine(ClosingContext):
             started = time.perf_counter()
             try:
                 response = await self._client.post(
-                    self.url, json=body, headers=self._headers, timeout=self.timeout_s
+                    url, json=body, headers=self._headers, timeout=self.timeout_s
                 )
             except (httpx.TransportError, ConnectionError) as exc:
-                last = self._transport_failure(exc, attempt)
+                last = self._transport_failure(exc, attempt, url, connect_retries)
             else:
                 if response.status_code < 400:
-                    return self._json(response), time.perf_counter() - started
+                    return self._json(response, url), time.perf_counter() - started
                 message = _server_message(response)
                 last = f"HTTP {response.status_code}: {message}"
                 if response.status_code not in _RETRY_STATUS:
                     raise EngineRequestError(
-                        f"{self.url} rejected the request with HTTP {response.status_code}: "
-                        f"{message}"
+                        f"{url} rejected the request with HTTP {response.status_code}: {message}"
                     )
                 if attempt == self.max_retries:
                     break
             await anyio.sleep(self._wait(attempt, response))
         raise EngineRequestError(
-            f"{self.url} kept failing after {self.max_retries + 1} attempt(s); last: {last}. "
+            f"{url} kept failing after {self.max_retries + 1} attempt(s); last: {last}. "
             "Retry later or raise max_retries."
         )
 
-    def _transport_failure(self, exc: BaseException, attempt: int) -> str:
+    def _transport_failure(
+        self, exc: BaseException, attempt: int, url: str, connect_retries: int
+    ) -> str:
         """What went wrong on the wire, when another attempt may help; raises the typed error
-        when it cannot, or when ``attempt`` was the last one."""
+        when it cannot, or when ``attempt`` was the last one (behind a router, an unreachable
+        replica gets ``connect_retries`` = 0: the router moves on at once)."""
         final = attempt == self.max_retries
         tries = f"{attempt + 1} attempt(s)"
         if isinstance(exc, httpx.ConnectError):
-            if final:
+            if attempt >= connect_retries:
                 raise EngineDeadError(
-                    f"The server at {self.url} cannot be reached after {tries} ({exc}); "
+                    f"The server at {url} cannot be reached after {tries} ({exc}); "
                     "is it running? Check --base-url."
                 ) from exc
-            return f"cannot connect to {self.url}: {exc}"
+            return f"cannot connect to {url}: {exc}"
         if isinstance(exc, httpx.TimeoutException):
             if final:
                 raise EngineRequestError(
-                    f"{self.url} gave no answer within {self.timeout_s:.1f} s ({tries}); "
+                    f"{url} gave no answer within {self.timeout_s:.1f} s ({tries}); "
                     "raise timeout_s or check the server."
                 ) from exc
             return f"no answer within {self.timeout_s:.1f} s"
         if not isinstance(exc, _TRANSIENT):
             raise EngineRequestError(
-                f"Request to {self.url} failed and cannot be retried: {exc!r}"
+                f"Request to {url} failed and cannot be retried: {exc!r}"
             ) from exc
         last = f"{type(exc).__name__}: {exc}"
         if final:
             raise EngineRequestError(
-                f"The connection to {self.url} broke on each of {tries} (last: {last}); "
+                f"The connection to {url} broke on each of {tries} (last: {last}); "
                 "check the server and the network, or raise max_retries."
             ) from exc
         return last
 
-    def _json(self, response: httpx.Response) -> dict[str, Any]:
+    def _json(self, response: httpx.Response, url: str) -> dict[str, Any]:
         try:
             data = response.json()
         except ValueError as exc:
             raise EngineRequestError(
-                f"{self.url} answered {response.status_code} with a body that is not JSON: "
+                f"{url} answered {response.status_code} with a body that is not JSON: "
                 f"{response.text[:200]!r}"
             ) from exc
         if not isinstance(data, dict):
-            raise EngineRequestError(f"{self.url} answered with {data!r}, not an object.")
+            raise EngineRequestError(f"{url} answered with {data!r}, not an object.")
         return data
 
     # ------------------------------------------------------------------ generate
@@ -318,7 +351,11 @@ class OpenAIHTTPEngine(ClosingContext):
         with anyio.CancelScope() as scope:
             self._in_flight.add(scope)
             try:
-                result = await self._post(body)
+                if self.router is None:
+                    result = await self._post(body, self.base_url)
+                else:
+                    key = self.route_key(messages)
+                    result = await self.router.call(key, lambda url: self._post(body, url))
             finally:
                 self._in_flight.discard(scope)
         if result is None:

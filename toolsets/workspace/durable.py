@@ -6,7 +6,7 @@ one transaction that also appends to an *application log* (``applied``: every wr
 reached the store, in order, and whether it took effect).
 
 :func:`durable_toolset` gives the eight workspace tools (same names, schemas, effects and
-results as :func:`toolsets.workspace.make_toolset`) over a :class:`DurableStore`. With
+results as :func:`harness.toolsets.workspace.make_toolset`) over a :class:`DurableStore`. With
 ``keyed=True`` (the default) every write tool also accepts an idempotency key and applies a
 write at most once per key — a second call with the same key returns the first call's result
 and changes nothing — as a payment API with an ``Idempotency-Key`` header does; a resumed run
