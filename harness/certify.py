@@ -35,12 +35,13 @@ size cap. Batch use (P+V, tests, the certification kit): :meth:`Detector.certify
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from harness.conflicts import Conflict, ConflictIndex
+from harness.effects import Footprint
 from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
 from harness.tools import Toolset
@@ -113,64 +114,59 @@ def _args(call: ToolCall) -> Mapping[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def _pair_conflict(toolset: Toolset, a: ToolCall, b: ToolCall) -> Failure | None:
-    """Why calls ``a`` and ``b`` may not commute, or ``None`` when they do (D1, one pair)."""
-    for call in (a, b):
-        if call.name not in toolset:
-            return Failure("D1", "D1_unknown_tool", f"'{call.name}' is not a tool", call.id)
-    ea, eb = toolset[a.name].effect, toolset[b.name].effect
-    args_a, args_b = _args(a), _args(b)
-    if args_a is None or args_b is None:
-        bad = a if args_a is None else b
+def call_footprint(toolset: Toolset, call: ToolCall) -> Footprint | Failure:
+    """The canonical footprint of ``call`` (computed once per call), or why it has none: an
+    unknown tool, arguments that are not a JSON object valid against the tool's schema, or
+    targets that cannot be resolved. Such a call is never certified; it runs on its own and
+    gets the serial arm's result. Never raises."""
+    if call.name not in toolset:
+        return Failure("D1", "D1_unknown_tool", f"'{call.name}' is not a tool", call.id)
+    arguments = _args(call)
+    if arguments is None:
         return Failure(
-            "D1", "D1_bad_arguments", f"'{bad.name}' arguments are not a JSON object", bad.id
+            "D1", "D1_bad_arguments", f"'{call.name}' arguments are not a JSON object", call.id
         )
-    if ea.read_only and eb.read_only:
-        return None
-    wa, wb = ea.targets(args_a), eb.targets(args_b)
-    if wa is None or wb is None:
-        who = a if wa is None else b
-        return Failure(
-            "D1",
-            "D1_unknown_write_targets",
-            f"'{who.name}' writes but declares no write targets (unannotated tools are the worst case)",
-            who.id,
-        )
-    if wa & wb:
-        return Failure(
-            "D1",
-            "D1_write_conflict",
-            f"'{a.name}' and '{b.name}' both write {sorted(wa & wb)}",
-            b.id,
-        )
-    for reader, rargs, writes, r in ((ea, args_a, wb, a), (eb, args_b, wa, b)):
-        if not writes:
-            continue
-        reads = reader.reads(rargs)
-        if reads is None:
-            return Failure(
-                "D1",
-                "D1_unknown_read_targets",
-                f"'{r.name}' shares a window with a write but declares no read targets",
-                r.id,
-            )
-        if reads & writes:
-            return Failure(
-                "D1",
-                "D1_read_write_conflict",
-                f"'{r.name}' reads {sorted(reads & writes)}, which the window writes",
-                r.id,
-            )
-    return None
+    footprint = toolset[call.name].footprint(arguments)
+    if footprint.error is not None:
+        code = "D1_bad_arguments" if "schema" in footprint.error else "D1_unresolvable_targets"
+        return Failure("D1", code, f"'{call.name}': {footprint.error}", call.id)
+    return footprint
+
+
+def _conflict_failure(call: ToolCall, other: ToolCall, found: Conflict) -> Failure:
+    what = {
+        "D1_write_conflict": f"'{other.name}' and '{call.name}' both write {found.detail}",
+        "D1_read_write_conflict": (
+            f"'{call.name}' and '{other.name}': one reads what the other writes ({found.detail})"
+        ),
+        "D1_unknown_write_targets": (
+            f"'{call.name}' or '{other.name}' writes unknown targets (declare write_targets; "
+            "unannotated tools are the worst case)"
+        ),
+        "D1_unknown_read_targets": (
+            f"'{call.name}' or '{other.name}' shares a window with a write but declares no "
+            "read targets (reads unknown: declare read_targets, () for a blind write)"
+        ),
+    }[found.code]
+    return Failure("D1", found.code, what, call.id)
 
 
 def check_d1(toolset: Toolset, calls: Sequence[ToolCall]) -> list[Failure]:
-    """D1 over a whole window: every pair commutes."""
-    failures = []
-    for a, b in itertools.combinations(calls, 2):
-        failure = _pair_conflict(toolset, a, b)
-        if failure is not None:
-            failures.append(failure)
+    """D1 over a whole window: every pair commutes (:mod:`harness.conflicts`). Footprints
+    are computed once per call and conflicts found through an index, not by pairs."""
+    failures: list[Failure] = []
+    index = ConflictIndex()
+    by_id: dict[int, ToolCall] = {}
+    for position, call in enumerate(calls):
+        footprint = call_footprint(toolset, call)
+        if isinstance(footprint, Failure):
+            failures.append(footprint)
+            continue
+        found = index.find(footprint)
+        if found is not None:
+            failures.append(_conflict_failure(call, by_id[int(str(found.other))], found))
+        index.add(position, footprint)
+        by_id[position] = call
     return failures
 
 
@@ -225,8 +221,20 @@ class Detector(Protocol):
 
 @dataclass
 class _Window:
+    """The open window: its calls, and their footprints indexed for D1 (each computed once,
+    when its call was admitted)."""
+
     phase: str | None
     calls: list[ToolCall] = field(default_factory=list)
+    index: ConflictIndex = field(default_factory=ConflictIndex)
+    by_id: dict[str, ToolCall] = field(default_factory=dict)
+
+    def conflict(self, call: ToolCall, footprint: Footprint) -> Failure | None:
+        """D1 between ``call`` and every call of the window, through the index."""
+        found = self.index.find(footprint)
+        if found is None:
+            return None
+        return _conflict_failure(call, self.by_id[str(found.other)], found)
 
 
 class _TrackerBase:
@@ -258,12 +266,21 @@ class _TrackerBase:
             closed_by,
         )
 
-    def _join(self, call: ToolCall, phase: str | None, reason: str, slots_done: bool) -> Admission:
+    def _join(
+        self,
+        call: ToolCall,
+        phase: str | None,
+        reason: str,
+        slots_done: bool,
+        footprint: Footprint,
+    ) -> Admission:
         """Add ``call`` to the open window (opening one if needed); close it right away when
         this call fills the phase's slot count or the size cap."""
         if self.window is None:
             self.window = _Window(phase)
         self.window.calls.append(call)
+        self.window.index.add(call.id, footprint)
+        self.window.by_id[call.id] = call
         completes = None
         if slots_done:
             completes = self.close("slot_closure")
@@ -357,7 +374,8 @@ class _SchemaSoundTracker(_TrackerBase):
             return Admission("discard", pname, "D2", closes=closes, failures=(failure,))
         if index is not None:
             self.phase_calls += 1
-        failures = self._certify_one(call, phase)
+        footprint = call_footprint(self.toolset, call)
+        failures = self._certify_one(call, phase, footprint)
         if not failures and rivals:
             failures = [
                 Failure(
@@ -377,18 +395,22 @@ class _SchemaSoundTracker(_TrackerBase):
         closes = None
         if self.window is not None and self.window.phase != pname:
             closes = self.close("phase_change")
+        assert isinstance(footprint, Footprint)
         if self.window is not None:
-            conflicts = check_d1(self.toolset, [*self.window.calls, call])
-            if conflicts:
+            conflict = self.window.conflict(call, footprint)
+            if conflict is not None:
                 closes = self.close("D1_conflict")
-                return Admission("serial", pname, "D1", closes=closes, failures=tuple(conflicts))
+                return Admission("serial", pname, "D1", closes=closes, failures=(conflict,))
         slots = phase.slot_count(self.inputs)
         done = slots is not None and self.phase_calls >= slots
-        joined = self._join(call, pname, "certified", done)
+        joined = self._join(call, pname, "certified", done, footprint)
         return Admission("join", pname, joined.reason, closes=closes, completes=joined.completes)
 
-    def _certify_one(self, call: ToolCall, phase: Phase | None) -> list[Failure]:
-        """D3 and schema-level D2 for one call, and D1 against itself (unknown tool, bad JSON)."""
+    def _certify_one(
+        self, call: ToolCall, phase: Phase | None, footprint: Footprint | Failure
+    ) -> list[Failure]:
+        """D3 and schema-level D2 for one call, and whether it has a footprint at all (a
+        known tool, arguments valid against its schema, resolvable targets)."""
         if phase is None:
             return [
                 Failure(
@@ -417,10 +439,8 @@ class _SchemaSoundTracker(_TrackerBase):
                     call.id,
                 )
             ]
-        if call.name not in self.toolset or _args(call) is None:
-            return check_d1(self.toolset, [call, call]) or [
-                Failure("D1", "D1_unknown_tool", f"'{call.name}' is not a tool", call.id)
-            ]
+        if isinstance(footprint, Failure):
+            return [footprint]
         return []
 
 
@@ -457,12 +477,16 @@ class _HeuristicTracker(_TrackerBase):
                 "D3", "D3_not_gather", f"'{call.name}' does not look like a gather call", call.id
             )
             return Admission("serial", None, "D3", closes=closes, failures=(failure,))
+        footprint = call_footprint(self.toolset, call)
+        if isinstance(footprint, Failure):
+            closes = self.close("D1_conflict")
+            return Admission("serial", None, "D1", closes=closes, failures=(footprint,))
         if self.window is not None:
-            conflicts = check_d1(self.toolset, [*self.window.calls, call])
-            if conflicts:
+            conflict = self.window.conflict(call, footprint)
+            if conflict is not None:
                 closes = self.close("D1_conflict")
-                return Admission("serial", None, "D1", closes=closes, failures=tuple(conflicts))
-        return self._join(call, "gather", "guessed", slots_done=False)
+                return Admission("serial", None, "D1", closes=closes, failures=(conflict,))
+        return self._join(call, "gather", "guessed", False, footprint)
 
 
 def looks_like_gather(toolset: Toolset, call: ToolCall) -> bool:
@@ -516,9 +540,7 @@ class SchemaSoundDetector:
                 for c in calls
                 if (ph := phase.in_window_placeholders(c.name))
             )
-        failures.extend(check_d1(toolset, calls) if len(calls) > 1 else [])
-        if len(calls) == 1 and (calls[0].name not in toolset or _args(calls[0]) is None):
-            failures.extend(check_d1(toolset, [calls[0], calls[0]]))
+        failures.extend(check_d1(toolset, calls))
         if failures:
             return Rejection(self.name, tuple(failures))
         assert phase is not None

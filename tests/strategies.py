@@ -199,3 +199,31 @@ def tool_schemas() -> st.SearchStrategy[dict[str, Any]]:
     """Argument schemas of the kinds tools use: pydantic's output ($defs, anyOf, bounds,
     multipleOf, sets) and hand-written ones (const, pattern, prefixItems, oneOf, type lists)."""
     return st.sampled_from([*_pydantic_schemas(), *_HANDWRITTEN])
+
+
+# --------------------------------------------------------------------------------------------
+# Footprints and hierarchical targets (harness/effects.py, harness/conflicts.py)
+
+
+@st.composite
+def targets(draw: st.DrawFn) -> str:
+    """A hierarchical target over a tiny alphabet, so overlaps are common: ``doc``,
+    ``doc:``, ``doc:a``, ``doc:ab``, ``doc:a/s``, ``doc:a.txt``, ``log:a/s/x`` …"""
+    out = draw(st.sampled_from(["doc", "log"]))
+    for _ in range(draw(st.integers(0, 3))):
+        sep = draw(st.sampled_from([":", "/", "."]))
+        out += sep + draw(st.sampled_from(["", "a", "ab", "b", "s"]))
+    return out
+
+
+@st.composite
+def footprints(draw: st.DrawFn) -> Any:
+    """A footprint with each side unknown (``None``) sometimes, empty sometimes."""
+    from harness.effects import Footprint
+
+    def side() -> frozenset[str] | None:
+        if draw(st.integers(0, 5)) == 0:
+            return None
+        return frozenset(draw(st.lists(targets(), max_size=3)))
+
+    return Footprint(side(), side())

@@ -57,7 +57,7 @@ def racy_toolset(store: Store, yields: dict[str, int]) -> Toolset:
         await pause(f"read:{key}")
         return {"key": key, "body": store.docs.get(key, "")}
 
-    @tool(idempotent=True, write_targets="doc:{key}")
+    @tool(idempotent=True, write_targets="doc:{key}", read_targets="doc:{key}")
     async def write_doc(key: str, body: str) -> str:
         """Write."""
         old = store.docs.get(key, "")
@@ -65,7 +65,7 @@ def racy_toolset(store: Store, yields: dict[str, int]) -> Toolset:
         store.docs[key] = body
         return f"{old}->{body}"
 
-    @tool(write_targets="log")
+    @tool(write_targets="log", read_targets="log")
     async def append_log(line: str) -> int:
         """Append."""
         n = len(store.log)

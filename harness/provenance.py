@@ -1,0 +1,184 @@
+"""Provenance: does each argument of a call come from where the manifest says it comes from?
+
+The manifest declares, per ``tool.argument``, a *source*; the certifier trusts it for D2. A
+model is free to deviate, so before a call joins a window the certifier checks the values it
+can check, as a pure function of the call, the manifest, the task inputs and what the call's
+turn could see (:func:`check_provenance`):
+
+``input:FIELD``
+    the value must be one of that input's values: the input itself, or an element of it when
+    it is a list (a list argument: every element). ``input`` (no field): one of the values of
+    any input field. Compared canonically (:func:`~harness.effects.canonical_text`) and,
+    when the tool declares a fold for the argument, after folding both sides.
+``result:PHASE``
+    the value must appear in a result the call's turn could see (a string: inside one such
+    result's text; any other value: its canonical text equals a value in one such result).
+``args:PHASE``, ``model``
+    not checked here (arguments are visible when emitted; ``model`` is free).
+
+Under **every** source, and for every detector, an argument that contains the withheld-result
+marker, or the full text of a result withheld from the call's turn, is a D2 violation: the
+call was generated without something it quotes (:func:`quotes_withheld`).
+
+A call with a violation is never admitted into a window: it is discarded and regenerated
+after the open window's absorb turn when a window is open (the value may have depended on a
+withheld result), otherwise it runs on its own. Either way the ledger counts it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from harness.effects import Effect, canonical_text
+from harness.manifest import ArgSource
+
+__all__ = ("Violation", "check_provenance", "quotes_withheld")
+
+ViolationKind = Literal["marker", "withheld_text", "not_an_input", "not_in_visible_results"]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One argument whose value does not come from its declared source."""
+
+    argument: str
+    kind: ViolationKind
+    message: str
+
+    @property
+    def code(self) -> str:
+        return "D2_quotes_marker" if self.kind in ("marker", "withheld_text") else "D2_provenance"
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, Mapping):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def quotes_withheld(
+    arguments: Mapping[str, Any], marker: str, withheld: Sequence[str] = ()
+) -> list[Violation]:
+    """Arguments that contain ``marker`` or the full text of a withheld result (any string
+    inside them, at any depth)."""
+    out = []
+    texts = [w for w in withheld if w]
+    for name, value in arguments.items():
+        for leaf in _leaves(value):
+            text = leaf if isinstance(leaf, str) else canonical_text(leaf)
+            if marker and marker in text:
+                out.append(Violation(name, "marker", f"argument {name!r} quotes {marker!r}"))
+                break
+            if any(w in text for w in texts) if isinstance(leaf, str) else text in texts:
+                out.append(
+                    Violation(name, "withheld_text", f"argument {name!r} quotes a withheld result")
+                )
+                break
+    return out
+
+
+def _input_values(inputs: Mapping[str, Any], ref: str | None) -> list[Any] | None:
+    """The values an ``input[:FIELD]`` source allows (``None``: the field does not exist,
+    nothing to check against)."""
+    if ref is None:
+        fields: list[Any] = list(inputs.values())
+    elif ref in inputs:
+        fields = [inputs[ref]]
+    else:
+        return None
+    out: list[Any] = []
+    for value in fields:
+        out.append(value)
+        if isinstance(value, list | tuple | set | frozenset):
+            out.extend(value)
+    return out
+
+
+def _result_leaves(text: str) -> set[str]:
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return {text}
+    return {canonical_text(v) for v in _leaves(decoded)} | {text}
+
+
+def check_provenance(
+    tool: str,
+    arguments: Mapping[str, Any],
+    sources: Mapping[str, ArgSource],
+    inputs: Mapping[str, Any],
+    visible_results: Sequence[str],
+    *,
+    marker: str,
+    withheld: Sequence[str] = (),
+    effect: Effect | None = None,
+) -> list[Violation]:
+    """Every argument of a call to ``tool`` whose value does not come from its declared
+    source (see the module docstring). ``visible_results``: the texts of the results the
+    call's turn could see; ``withheld``: the texts of results withheld from it, where known
+    (with eager dispatch a withheld call may already have its result)."""
+    out = quotes_withheld(arguments, marker, [w for w in withheld if w not in visible_results])
+    flagged = {v.argument for v in out}
+    leaves: set[str] | None = None
+    for name, source in sorted(sources.items()):
+        if name in flagged or name not in arguments:
+            continue
+        value = arguments[name]
+        fold = effect.fold_for(name) if effect is not None else None
+
+        def spell(v: Any, fold: Any = fold) -> str:
+            text = canonical_text(v)
+            return fold(text) if fold is not None and isinstance(v, str) else text
+
+        if source.kind == "input":
+            allowed = _input_values(inputs, source.ref)
+            if allowed is None:
+                continue
+            spelled = {spell(a) for a in allowed if not isinstance(a, Mapping)}
+            spelled |= {canonical_text(a) for a in allowed}
+            wanted = value if isinstance(value, list | tuple) else [value]
+            if spell(value) in spelled or all(spell(v) in spelled for v in wanted):
+                continue
+            where = f"input {source.ref!r}" if source.ref else "the task inputs"
+            out.append(
+                Violation(
+                    name,
+                    "not_an_input",
+                    f"'{tool}' argument {name!r} = {_short(value)} is not one of {where}'s "
+                    "values, where the manifest sources it",
+                )
+            )
+        elif source.kind == "result":
+            if leaves is None:
+                leaves = set().union(*(_result_leaves(r) for r in visible_results))
+            wanted = value if isinstance(value, list | tuple) else [value]
+            if all(_appears(v, visible_results, leaves) for v in wanted):
+                continue
+            out.append(
+                Violation(
+                    name,
+                    "not_in_visible_results",
+                    f"'{tool}' argument {name!r} = {_short(value)} appears in no result its "
+                    f"turn could see (the manifest sources it from result:{source.ref})",
+                )
+            )
+    return out
+
+
+def _appears(value: Any, results: Sequence[str], leaves: set[str]) -> bool:
+    if isinstance(value, str):
+        return value == "" or value in leaves or any(value in r for r in results)
+    return canonical_text(value) in leaves
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "…"
