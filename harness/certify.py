@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from harness.conflicts import Conflict, ConflictIndex
 from harness.effects import Footprint
 from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
+from harness.provenance import TurnView, Violation, check_provenance, quotes_withheld
 from harness.tools import Toolset
 
 __all__ = (
@@ -151,6 +152,10 @@ def _conflict_failure(call: ToolCall, other: ToolCall, found: Conflict) -> Failu
     return Failure("D1", found.code, what, call.id)
 
 
+def _violation_failure(call: ToolCall, violation: Violation) -> Failure:
+    return Failure("D2", violation.code, f"'{call.name}': {violation.message}", call.id)
+
+
 def check_d1(toolset: Toolset, calls: Sequence[ToolCall]) -> list[Failure]:
     """D1 over a whole window: every pair commutes (:mod:`harness.conflicts`). Footprints
     are computed once per call and conflicts found through an index, not by pairs."""
@@ -192,7 +197,7 @@ class Admission:
 class WindowTracker(Protocol):
     """Per-run state of a detector: the phase position and the open window."""
 
-    def admit(self, call: ToolCall) -> Admission: ...
+    def admit(self, call: ToolCall, view: TurnView | None = None) -> Admission: ...
 
     def close(self, closed_by: str) -> Certificate | None: ...
 
@@ -216,6 +221,7 @@ class Detector(Protocol):
         calls: Sequence[ToolCall],
         phase: Phase | None,
         inputs: Mapping[str, Any] | None = None,
+        view: TurnView | None = None,
     ) -> Certificate | Rejection: ...
 
 
@@ -293,13 +299,26 @@ class _SchemaSoundTracker(_TrackerBase):
     detector_name = "schema_sound"
 
     def __init__(
-        self, toolset: Toolset, skill: Skill | None, inputs: Mapping[str, Any], max_window: int
+        self,
+        toolset: Toolset,
+        skill: Skill | None,
+        inputs: Mapping[str, Any],
+        max_window: int,
+        marker: str = DEFAULT_MARKER,
     ) -> None:
         super().__init__(toolset, max_window)
         self.skill = skill
         self.inputs = inputs
+        self.marker = marker
         self.phase_index = 0
         self.phase_calls = 0
+        self._slot_counts: dict[str, int | None] = {}
+
+    def _slots(self, phase: Phase) -> int | None:
+        """The phase's slot count for this task (computed once per phase)."""
+        if phase.name not in self._slot_counts:
+            self._slot_counts[phase.name] = phase.slot_count(self.inputs)
+        return self._slot_counts[phase.name]
 
     def _locate(self, tool: str) -> int | None:
         """The phase this call belongs to: the current one while it has room, else the next
@@ -308,7 +327,7 @@ class _SchemaSoundTracker(_TrackerBase):
             return None
         phases = self.skill.phases
         current = phases[self.phase_index]
-        slots = current.slot_count(self.inputs)
+        slots = self._slots(current)
         if tool in current.tools and (slots is None or self.phase_calls < slots):
             return self.phase_index
         for index in range(self.phase_index + 1, len(phases)):
@@ -348,11 +367,11 @@ class _SchemaSoundTracker(_TrackerBase):
         if self.skill is None or index is None:
             return []
         phase = self.skill.phases[index]
-        if phase.slot_count(self.inputs) is not None:
+        if self._slots(phase) is not None:
             return []
         return [p for p in self.skill.phases[index + 1 :] if tool in p.tools]
 
-    def admit(self, call: ToolCall) -> Admission:
+    def admit(self, call: ToolCall, view: TurnView | None = None) -> Admission:
         index = self._locate(call.name)
         phase = None if index is None or self.skill is None else self.skill.phases[index]
         rivals = self._rivals(call.name, index)
@@ -372,6 +391,13 @@ class _SchemaSoundTracker(_TrackerBase):
                 call.id,
             )
             return Admission("discard", pname, "D2", closes=closes, failures=(failure,))
+        violations = self._provenance(call, (phase, *rivals), view)
+        if violations and self.window is not None:
+            # It may have taken the value from a result withheld from its turn: regenerate it
+            # after the absorb turn, when every result is in view.
+            closes = self.close("D2_dependent_call")
+            refused = tuple(_violation_failure(call, v) for v in violations)
+            return Admission("discard", pname, "D2", closes=closes, failures=refused)
         if index is not None:
             self.phase_calls += 1
         footprint = call_footprint(self.toolset, call)
@@ -387,6 +413,7 @@ class _SchemaSoundTracker(_TrackerBase):
                     call.id,
                 )
             ]
+        failures.extend(_violation_failure(call, v) for v in violations)
         if failures:
             reason = failures[0].code
             closes = self.close(reason if self.window else "")
@@ -401,47 +428,71 @@ class _SchemaSoundTracker(_TrackerBase):
             if conflict is not None:
                 closes = self.close("D1_conflict")
                 return Admission("serial", pname, "D1", closes=closes, failures=(conflict,))
-        slots = phase.slot_count(self.inputs)
+        slots = self._slots(phase)
         done = slots is not None and self.phase_calls >= slots
         joined = self._join(call, pname, "certified", done, footprint)
         return Admission("join", pname, joined.reason, closes=closes, completes=joined.completes)
+
+    def _provenance(
+        self, call: ToolCall, phases: Sequence[Phase | None], view: TurnView | None
+    ) -> list[Violation]:
+        """Arguments not from their declared sources, under any phase the call may belong
+        to, and arguments that quote a withheld result (:mod:`harness.provenance`)."""
+        arguments = _args(call)
+        if arguments is None:
+            return []  # not a JSON object: D1 says so
+        effect = self.toolset[call.name].effect if call.name in self.toolset else None
+        sources = {a: s for p in phases if p is not None for a, s in p.sources(call.name).items()}
+        return check_provenance(
+            call.name,
+            arguments,
+            sources,
+            self.inputs,
+            None if view is None else view.visible,
+            marker=self.marker,
+            withheld=() if view is None else view.withheld,
+            effect=effect,
+        )
 
     def _certify_one(
         self, call: ToolCall, phase: Phase | None, footprint: Footprint | Failure
     ) -> list[Failure]:
         """D3 and schema-level D2 for one call, and whether it has a footprint at all (a
-        known tool, arguments valid against its schema, resolvable targets)."""
+        known tool, arguments valid against its schema, resolvable targets): every failure."""
+        failures: list[Failure] = []
         if phase is None:
-            return [
+            failures.append(
                 Failure(
                     "D3", "D3_no_phase", f"'{call.name}' is in no remaining manifest phase", call.id
                 )
-            ]
-        if not phase.is_fan_out:
-            return [Failure("D3", "D3_chain_phase", f"phase {phase.name!r} is a chain", call.id)]
-        slots = phase.slot_count(self.inputs)
-        if slots is not None and self.phase_calls > slots:
-            return [
+            )
+        elif not phase.is_fan_out:
+            failures.append(
+                Failure("D3", "D3_chain_phase", f"phase {phase.name!r} is a chain", call.id)
+            )
+        elif (slots := self._slots(phase)) is not None and self.phase_calls > slots:
+            failures.append(
                 Failure(
                     "D3",
                     "D3_over_slots",
                     f"phase {phase.name!r} already has its {slots} calls",
                     call.id,
                 )
-            ]
-        placeholders = phase.in_window_placeholders(call.name)
-        if placeholders:
-            return [
+            )
+        placeholders = phase.in_window_placeholders(call.name) if phase is not None else []
+        if placeholders and phase is not None:
+            failures.append(
                 Failure(
                     "D2",
                     "D2_result_placeholder",
-                    f"'{call.name}' argument(s) {placeholders} are results of phase {phase.name!r} itself",
+                    f"'{call.name}' argument(s) {placeholders} are results of phase "
+                    f"{phase.name!r} itself",
                     call.id,
                 )
-            ]
+            )
         if isinstance(footprint, Failure):
-            return [footprint]
-        return []
+            failures.append(footprint)
+        return failures
 
 
 class _HeuristicTracker(_TrackerBase):
@@ -461,16 +512,18 @@ class _HeuristicTracker(_TrackerBase):
             "D3: guessed gather phase from tool names/effects",
         )
 
-    def admit(self, call: ToolCall) -> Admission:
-        if self.window is not None and self.marker in call.arguments:
-            closes = self.close("D2_dependent_call")
-            failure = Failure(
-                "D2",
-                "D2_quotes_marker",
-                f"'{call.name}' arguments quote a withheld result",
-                call.id,
-            )
-            return Admission("discard", None, "D2", closes=closes, failures=(failure,))
+    def admit(self, call: ToolCall, view: TurnView | None = None) -> Admission:
+        arguments = _args(call)
+        view = view or TurnView()
+        quoted = quotes_withheld(arguments, self.marker, view.withheld) if arguments else []
+        if arguments is None and self.marker in call.arguments:
+            quoted = [Violation("(arguments)", "marker", f"the arguments quote {self.marker!r}")]
+        if quoted:
+            failures = tuple(_violation_failure(call, v) for v in quoted)
+            if self.window is not None:
+                closes = self.close("D2_dependent_call")
+                return Admission("discard", None, "D2", closes=closes, failures=failures)
+            return Admission("serial", None, "D2", failures=failures)
         if not looks_like_gather(self.toolset, call):
             closes = self.close("phase_change")
             failure = Failure(
@@ -504,11 +557,12 @@ class SchemaSoundDetector:
 
     max_window: int = 16
     name: str = "schema_sound"
+    marker: str = DEFAULT_MARKER
 
     def tracker(
         self, toolset: Toolset, skill: Skill | None, inputs: Mapping[str, Any]
     ) -> WindowTracker:
-        return _SchemaSoundTracker(toolset, skill, inputs, self.max_window)
+        return _SchemaSoundTracker(toolset, skill, inputs, self.max_window, self.marker)
 
     def certify(
         self,
@@ -516,45 +570,51 @@ class SchemaSoundDetector:
         calls: Sequence[ToolCall],
         phase: Phase | None,
         inputs: Mapping[str, Any] | None = None,
+        view: TurnView | None = None,
     ) -> Certificate | Rejection:
-        failures: list[Failure] = []
-        if phase is None:
-            failures.append(Failure("D3", "D3_no_phase", "no manifest phase covers these calls"))
-        else:
-            if not phase.is_fan_out:
-                failures.append(Failure("D3", "D3_chain_phase", f"phase {phase.name!r} is a chain"))
-            outside = [c.name for c in calls if c.name not in phase.tools]
-            if outside:
+        """Batch: the calls as one window of ``phase``, decided by the online tracker itself
+        (a fresh one at the start of that phase), so slot counts, provenance, D1, D2 and D3
+        are the same rules with the same reason codes."""
+        skill = None if phase is None else Skill("batch", (phase,))
+        tracker = _SchemaSoundTracker(toolset, skill, inputs or {}, max(len(calls), 1), self.marker)
+        return replay(tracker, calls, view, self.name)
+
+
+def replay(
+    tracker: WindowTracker, calls: Sequence[ToolCall], view: TurnView | None, detector: str
+) -> Certificate | Rejection:
+    """Admit ``calls`` one by one into ``tracker`` (all generated on one turn: ``view``);
+    they certify as one window iff every call joins and no window closes before the last
+    call. Every call's failures are reported."""
+    failures: list[Failure] = []
+    certificate: Certificate | None = None
+    for position, call in enumerate(calls):
+        admission = tracker.admit(call, view)
+        if admission.action != "join":
+            failures.extend(admission.failures)
+            if not admission.failures:
+                failures.append(Failure("D3", admission.reason, admission.reason, call.id))
+        elif admission.closes is not None:
+            failures.append(
+                Failure("D3", "D3_outside_phase", f"'{call.name}' starts another window", call.id)
+            )
+        if admission.completes is not None:
+            if position != len(calls) - 1:
                 failures.append(
                     Failure(
-                        "D3", "D3_outside_phase", f"{outside} are not tools of phase {phase.name!r}"
+                        "D3",
+                        "D3_over_slots",
+                        f"the window closed ({admission.completes.closed_by}) before "
+                        f"'{calls[position + 1].name}'",
+                        calls[position + 1].id,
                     )
                 )
-            failures.extend(
-                Failure(
-                    "D2",
-                    "D2_result_placeholder",
-                    f"'{c.name}' argument(s) {ph} are results of phase {phase.name!r}",
-                    c.id,
-                )
-                for c in calls
-                if (ph := phase.in_window_placeholders(c.name))
-            )
-        failures.extend(check_d1(toolset, calls))
-        if failures:
-            return Rejection(self.name, tuple(failures))
-        assert phase is not None
-        return Certificate(
-            self.name,
-            phase.name,
-            tuple(c.id for c in calls),
-            (
-                f"D1: {len(calls)} calls pairwise commute",
-                f"D2: phase {phase.name!r} has no in-window result placeholder for these tools",
-                f"D3: manifest marks phase {phase.name!r} fan_out",
-            ),
-            "batch",
-        )
+            certificate = admission.completes
+    if certificate is None:
+        certificate = tracker.close("batch")
+    if failures or certificate is None or certificate.n != len(calls):
+        return Rejection(detector, tuple(failures))
+    return replace(certificate, closed_by="batch")
 
 
 @dataclass(frozen=True)
@@ -576,33 +636,17 @@ class PhaseHeuristicDetector:
         calls: Sequence[ToolCall],
         phase: Phase | None,
         inputs: Mapping[str, Any] | None = None,
+        view: TurnView | None = None,
     ) -> Certificate | Rejection:
-        failures = [
-            Failure("D3", "D3_not_gather", f"'{c.name}' does not look like a gather call", c.id)
-            for c in calls
-            if not looks_like_gather(toolset, c)
-        ]
-        failures.extend(
-            Failure("D2", "D2_quotes_marker", f"'{c.name}' arguments quote a withheld result", c.id)
-            for c in calls
-            if self.marker in c.arguments
-        )
-        failures.extend(check_d1(toolset, calls))
-        if failures:
-            return Rejection(self.name, tuple(failures))
-        return Certificate(
-            self.name,
-            "gather",
-            tuple(c.id for c in calls),
-            ("D1: pairwise commute", "D2: assumed", "D3: guessed gather phase"),
-            "batch",
-        )
+        """Batch: the calls as one window, decided by the online tracker itself."""
+        tracker = _HeuristicTracker(toolset, self.marker, max(len(calls), 1))
+        return replay(tracker, calls, view, self.name)
 
 
 def make_detector(name: str, *, max_window: int = 16, marker: str = DEFAULT_MARKER) -> Detector:
     """``"schema_sound"`` (default everywhere) or ``"phase_heuristic"`` (reporting control)."""
     if name in ("schema_sound", "schema"):
-        return SchemaSoundDetector(max_window=max_window)
+        return SchemaSoundDetector(max_window=max_window, marker=marker)
     if name in ("phase_heuristic", "heuristic"):
         return PhaseHeuristicDetector(marker=marker, max_window=max_window)
     from harness.errors import ConfigError

@@ -25,13 +25,23 @@ every ancestor of every member target (no pairwise scan, no trie walk over the m
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+import functools
+import re
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from harness.effects import Footprint
 
-__all__ = ("SEPARATORS", "Conflict", "ConflictIndex", "ancestors", "conflict", "overlaps")
+__all__ = (
+    "SEPARATORS",
+    "Conflict",
+    "ConflictIndex",
+    "ancestors",
+    "conflict",
+    "contains",
+    "overlaps",
+)
 
 #: The characters at which a target name nests: ``doc:a/status`` lies under ``doc:a``,
 #: ``doc:`` and ``doc``.
@@ -45,18 +55,22 @@ ConflictCode = Literal[
 ]
 
 
-def ancestors(target: str) -> Iterator[str]:
+_SEPARATOR = re.compile("[/:.]")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def ancestors(target: str) -> tuple[str, ...]:
     """Every strict ancestor of ``target``: its prefixes ending just before or just after a
     separator (``"doc:a/s"`` -> ``"doc"``, ``"doc:"``, ``"doc:a"``, ``"doc:a/"``)."""
-    seen = ""
-    for i, ch in enumerate(target):
-        if ch in SEPARATORS:
-            before, after = target[:i], target[: i + 1]
-            if before and before != seen:
-                yield before
-            if i + 1 < len(target):
-                yield after
-                seen = after
+    out: list[str] = []
+    end = len(target) - 1
+    for match in _SEPARATOR.finditer(target):
+        i = match.start()
+        if i and (not out or len(out[-1]) != i):
+            out.append(target[:i])
+        if i < end:
+            out.append(target[: i + 1])
+    return tuple(out)
 
 
 def overlaps(a: str, b: str) -> bool:
@@ -68,6 +82,12 @@ def overlaps(a: str, b: str) -> bool:
     if not long.startswith(short) or not short:
         return False
     return short[-1] in SEPARATORS or long[len(short)] in SEPARATORS
+
+
+def contains(outer: str, inner: str) -> bool:
+    """Whether resource ``outer`` includes ``inner``: equal, or an ancestor of it
+    (``doc:a`` contains ``doc:a/status``)."""
+    return outer == inner or outer in ancestors(inner)
 
 
 def _sides_overlap(x: frozenset[str] | None, y: frozenset[str] | None) -> bool:
@@ -112,10 +132,11 @@ def _shared(x: Iterable[str], y: Iterable[str]) -> str:
 
 @dataclass
 class _Side:
-    """One side (reads or writes) of the members: exact targets and their ancestors."""
+    """One side (reads or writes) of the members: each exact target and each ancestor of a
+    target, mapped to the first member that has it (members are only ever added)."""
 
-    exact: dict[str, list[Hashable]] = field(default_factory=dict)
-    below: dict[str, list[Hashable]] = field(default_factory=dict)  # ancestor -> members under
+    exact: dict[str, Hashable] = field(default_factory=dict)
+    below: dict[str, Hashable] = field(default_factory=dict)  # ancestor -> a member under it
     unknown: list[Hashable] = field(default_factory=list)
     members: list[Hashable] = field(default_factory=list)  # every member with a non-empty side
 
@@ -126,22 +147,24 @@ class _Side:
             return
         if targets:
             self.members.append(key)
+        exact, below = self.exact, self.below
         for t in targets:
-            self.exact.setdefault(t, []).append(key)
+            exact.setdefault(t, key)
             for a in ancestors(t):
-                self.below.setdefault(a, []).append(key)
+                below.setdefault(a, key)
 
-    def hit(self, target: str) -> tuple[Hashable, str] | None:
-        """A member whose side overlaps ``target``, and its target (``?`` when unknown)."""
+    def hit(self, target: str, above: tuple[str, ...]) -> tuple[Hashable, str] | None:
+        """A member whose side overlaps ``target`` (whose ancestors are ``above``), and its
+        target (``?`` when that member's side is unknown)."""
         if self.unknown:
             return self.unknown[0], "?"
-        for key in self.exact.get(target, ()):
-            return key, target
-        for key in self.below.get(target, ()):
-            return key, f"{target}/…"
-        for a in ancestors(target):
-            for key in self.exact.get(a, ()):
-                return key, a
+        if target in self.exact:
+            return self.exact[target], target
+        if target in self.below:
+            return self.below[target], f"{target}/…"
+        for a in above:
+            if a in self.exact:
+                return self.exact[a], a
         return None
 
 
@@ -179,12 +202,13 @@ class ConflictIndex:
                 return Conflict(r.members[0], "D1_unknown_write_targets", "writes unknown")
         else:
             for target in sorted(footprint.writes) if ordered else footprint.writes:
-                if (hit := w.hit(target)) is not None:
+                above = ancestors(target)
+                if (hit := w.hit(target, above)) is not None:
                     code: ConflictCode = (
                         "D1_unknown_write_targets" if hit[1] == "?" else "D1_write_conflict"
                     )
                     return Conflict(hit[0], code, _pair(target, hit[1]))
-                if (hit := r.hit(target)) is not None:
+                if (hit := r.hit(target, above)) is not None:
                     code = "D1_unknown_read_targets" if hit[1] == "?" else "D1_read_write_conflict"
                     return Conflict(hit[0], code, _pair(target, hit[1]))
         if footprint.reads is None:
@@ -192,7 +216,7 @@ class ConflictIndex:
                 return Conflict(w.members[0], "D1_unknown_read_targets", "reads unknown")
         else:
             for target in sorted(footprint.reads) if ordered else footprint.reads:
-                if (hit := w.hit(target)) is not None:
+                if (hit := w.hit(target, ancestors(target))) is not None:
                     code = "D1_unknown_write_targets" if hit[1] == "?" else "D1_read_write_conflict"
                     return Conflict(hit[0], code, _pair(target, hit[1]))
         return None

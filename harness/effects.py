@@ -47,6 +47,7 @@ import dataclasses
 import datetime
 import enum
 import fractions
+import functools
 import itertools
 import json
 import math
@@ -269,6 +270,7 @@ def _folds(spec: CanonicalSpec | None) -> Fold | dict[str, Fold] | None:
 # -- templates -------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
 def template_fields(template: str) -> tuple[str, ...]:
     """The argument names a target template uses, in order. Raises :class:`ToolsetError`
     for anything but plain ``{name}`` fields (see the module docstring)."""
@@ -527,6 +529,11 @@ def _expand(template: str, arguments: Mapping[str, Any]) -> list[str]:
     """``"doc:{key}"`` with ``key="a"`` -> ``["doc:a"]``; a list argument expands to one
     target per element (a product for several); a missing argument is unknown."""
     names = template_fields(template)
+    if all(not isinstance(arguments.get(n), list | tuple | set | frozenset) for n in names):
+        for name in names:  # the common case: scalar arguments, one target
+            if name not in arguments:
+                raise _Unknown(f"argument {name!r} missing")
+        return [template.format_map({n: canonical_text(arguments[n]) for n in names})]
     choices: list[list[str]] = []
     size = 1
     for name in dict.fromkeys(names):

@@ -41,11 +41,13 @@ from harness.certify import (
     Detector,
     WindowTracker,
     make_detector,
+    replay,
 )
 from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolCall
 from harness.errors import ConfigError, UsageLimitExceeded
 from harness.ledger import CallRecord, Ledger, RunRecord, TurnRecord, WindowRecord
 from harness.manifest import Manifest, Skill
+from harness.provenance import TurnView
 from harness.task import Task
 from harness.tools import Toolset
 from harness.validator import validate_window
@@ -386,8 +388,22 @@ class _Run:
             )
         )
 
-    async def _admit(self, call: ToolCall, completion: Completion, group: TaskGroup) -> None:
-        admission: Admission = self.tracker.admit(call)
+    def _view(self) -> TurnView:
+        """What the turn just generated could see: every result in the context, and the
+        results already finished of calls withheld from it (eager dispatch)."""
+        marker = self.config.marker
+        visible = tuple(
+            str(m.get("content", ""))
+            for m in self.messages
+            if m["role"] == "tool" and m.get("content") != marker
+        )
+        withheld = self.window.finished_texts() if self.window is not None else ()
+        return TurnView(visible, withheld)
+
+    async def _admit(
+        self, call: ToolCall, completion: Completion, group: TaskGroup, view: TurnView
+    ) -> None:
+        admission: Admission = self.tracker.admit(call, view)
         if admission.closes is not None or (admission.action != "join" and self.window):
             await self._close_window(admission.closes)
         if admission.action == "discard":
@@ -450,12 +466,13 @@ class _Run:
                 return False
             self.messages.append(completion.to_message())
             return True
+        view = self._view() if self.config.arm != "S" else None
         for call in completion.tool_calls:
-            if self.config.arm == "S":
+            if view is None:
                 self._append_call_message(completion, [call])
                 await self._run_serial(call)
             else:
-                await self._admit(call, completion, group)
+                await self._admit(call, completion, group, view)
         return False
 
     async def _parallel_step(self, completion: Completion) -> bool:
@@ -465,11 +482,11 @@ class _Run:
             self.messages.append(completion.to_message())
             return True
         phase = self.tracker.phase_of(calls)
+        # The message is one window iff the run's own tracker admits every call into one
+        # window (the same decision procedure as arm F and batch certify).
         certified = len(calls) > 1 and isinstance(
-            self.detector.certify(self.toolset, calls, phase, self.task.inputs), Certificate
+            replay(self.tracker, calls, self._view(), self.detector.name), Certificate
         )
-        for call in calls:
-            self.tracker.admit(call)  # advance the phase position
         self.tracker.close("message")
         self._append_call_message(completion, calls)
         self.gold_group += 1

@@ -6,13 +6,15 @@ can check, as a pure function of the call, the manifest, the task inputs and wha
 turn could see (:func:`check_provenance`):
 
 ``input:FIELD``
-    the value must be one of that input's values: the input itself, or an element of it when
-    it is a list (a list argument: every element). ``input`` (no field): one of the values of
-    any input field. Compared canonically (:func:`~harness.effects.canonical_text`) and,
+    the value must be one of that input's values: the input itself or any value inside it (an
+    element of a list, a value of a table, at any depth; a list argument: every element).
+    ``input`` (no field): one of the values of any input field. Compared canonically (:func:`~harness.effects.canonical_text`) and,
     when the tool declares a fold for the argument, after folding both sides.
 ``result:PHASE``
     the value must appear in a result the call's turn could see (a string: inside one such
     result's text; any other value: its canonical text equals a value in one such result).
+    Checked when the turn is known (the loop always passes it); a call certified outside a
+    run (batch ``certify`` without a view) has no turn to check against.
 ``args:PHASE``, ``model``
     not checked here (arguments are visible when emitted; ``model`` is free).
 
@@ -35,9 +37,19 @@ from typing import Any, Literal
 from harness.effects import Effect, canonical_text
 from harness.manifest import ArgSource
 
-__all__ = ("Violation", "check_provenance", "quotes_withheld")
+__all__ = ("TurnView", "Violation", "check_provenance", "quotes_withheld")
 
 ViolationKind = Literal["marker", "withheld_text", "not_an_input", "not_in_visible_results"]
+
+
+@dataclass(frozen=True)
+class TurnView:
+    """What the turn that generated a call could see: the texts of the results in its
+    context (``visible``) and of the results withheld from it that already exist
+    (``withheld``: with eager dispatch a withheld call may have finished)."""
+
+    visible: tuple[str, ...] = ()
+    withheld: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,10 +107,18 @@ def _input_values(inputs: Mapping[str, Any], ref: str | None) -> list[Any] | Non
     else:
         return None
     out: list[Any] = []
-    for value in fields:
+
+    def walk(value: Any) -> None:
         out.append(value)
-        if isinstance(value, list | tuple | set | frozenset):
-            out.extend(value)
+        if isinstance(value, Mapping):
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, list | tuple | set | frozenset):
+            for inner in value:
+                walk(inner)
+
+    for value in fields:
+        walk(value)
     return out
 
 
@@ -115,7 +135,7 @@ def check_provenance(
     arguments: Mapping[str, Any],
     sources: Mapping[str, ArgSource],
     inputs: Mapping[str, Any],
-    visible_results: Sequence[str],
+    visible_results: Sequence[str] | None,
     *,
     marker: str,
     withheld: Sequence[str] = (),
@@ -123,9 +143,12 @@ def check_provenance(
 ) -> list[Violation]:
     """Every argument of a call to ``tool`` whose value does not come from its declared
     source (see the module docstring). ``visible_results``: the texts of the results the
-    call's turn could see; ``withheld``: the texts of results withheld from it, where known
-    (with eager dispatch a withheld call may already have its result)."""
-    out = quotes_withheld(arguments, marker, [w for w in withheld if w not in visible_results])
+    call's turn could see (``None``: the turn is not known, as for calls certified outside a
+    run; result-sourced arguments are then not checked); ``withheld``: the texts of results
+    withheld from it, where known (with eager dispatch a withheld call may already have its
+    result)."""
+    shown = visible_results or ()
+    out = quotes_withheld(arguments, marker, [w for w in withheld if w not in shown])
     flagged = {v.argument for v in out}
     leaves: set[str] | None = None
     for name, source in sorted(sources.items()):
@@ -156,7 +179,7 @@ def check_provenance(
                     "values, where the manifest sources it",
                 )
             )
-        elif source.kind == "result":
+        elif source.kind == "result" and visible_results is not None:
             if leaves is None:
                 leaves = set().union(*(_result_leaves(r) for r in visible_results))
             wanted = value if isinstance(value, list | tuple) else [value]

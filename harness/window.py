@@ -63,6 +63,11 @@ class OpenWindow:
         finally:
             self._done[call.id].set()
 
+    def finished_texts(self) -> tuple[str, ...]:
+        """The result texts of the calls that have already finished (eager dispatch): what
+        would leak if a later call of the window quoted them."""
+        return tuple(r.content for r in self._results.values())
+
     async def close(self) -> list[ToolResult]:
         """Run (or finish running) every call; results in emitted order."""
         if self._eager is None:

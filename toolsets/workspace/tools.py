@@ -8,7 +8,8 @@ document (they commute) from writes that touch the same one (they do not):
 tool            effect                                      targets (from the arguments)
 ==============  ==========================================  ==================================
 list_docs       read-only                                   reads ``catalog``
-read_doc        read-only                                   reads ``doc:{key}/*`` (all fields)
+read_doc        read-only                                   reads ``doc:{key}`` (every field:
+                                                            ``doc:{key}/status`` lies under it)
 get_field       read-only                                   reads ``doc:{key}/{field}``
 set_status      idempotent, destructive (overwrites)        writes ``doc:{key}/status``, reads
                                                             nothing (a blind overwrite)
@@ -39,7 +40,7 @@ import pydantic
 
 from harness.tools import Tool, Toolset, tool
 from toolsets.workspace.latency import Latency
-from toolsets.workspace.store import FIELDS, Field, Status, WorkspaceState
+from toolsets.workspace.store import Field, Status, WorkspaceState
 
 __all__ = ("TOOL_NAMES", "make_toolset")
 
@@ -59,8 +60,6 @@ Priority = Annotated[int, pydantic.Field(ge=1, le=5, description="1 (lowest) to 
 Owner = Annotated[str, pydantic.Field(min_length=1, description="Owner name, e.g. 'ana'.")]
 Tag = Annotated[str, pydantic.Field(min_length=1, description="Tag, e.g. 'urgent'.")]
 Text = Annotated[str, pydantic.Field(min_length=1, description="The note text, verbatim.")]
-
-_ALL_FIELDS = tuple(f"doc:{{key}}/{name}" for name in FIELDS)
 
 
 def make_toolset(
@@ -86,7 +85,7 @@ def make_toolset(
         await pause("list_docs", {})
         return state.keys()
 
-    @tool(read_only=True, read_targets=_ALL_FIELDS, timeout_s=timeout_s)
+    @tool(read_only=True, read_targets="doc:{key}", timeout_s=timeout_s)  # every field under it
     async def read_doc(key: Key) -> dict[str, Any]:
         """Read one document: its key, title, owner, status, priority, tags, next (the key of
         the next document in its chain, or null) and notes."""
