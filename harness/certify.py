@@ -44,7 +44,13 @@ from harness.conflicts import Conflict, ConflictIndex
 from harness.effects import Footprint
 from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
-from harness.provenance import TurnView, Violation, check_provenance, quotes_withheld
+from harness.provenance import (
+    InputValues,
+    TurnView,
+    Violation,
+    check_provenance,
+    quotes_withheld,
+)
 from harness.tools import Toolset
 
 __all__ = (
@@ -309,6 +315,7 @@ class _SchemaSoundTracker(_TrackerBase):
         super().__init__(toolset, max_window)
         self.skill = skill
         self.inputs = inputs
+        self.input_values = InputValues(inputs)
         self.marker = marker
         self.phase_index = 0
         self.phase_calls = 0
@@ -447,7 +454,7 @@ class _SchemaSoundTracker(_TrackerBase):
             call.name,
             arguments,
             sources,
-            self.inputs,
+            self.input_values,
             None if view is None else view.visible,
             marker=self.marker,
             withheld=() if view is None else view.withheld,

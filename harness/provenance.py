@@ -29,15 +29,17 @@ withheld result), otherwise it runs on its own. Either way the ledger counts it.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.effects import Effect, canonical_text
+from harness.effects import Effect, Fold, canonical_text
 from harness.manifest import ArgSource
 
-__all__ = ("TurnView", "Violation", "check_provenance", "quotes_withheld")
+__all__ = ("InputValues", "TurnView", "Violation", "check_provenance", "quotes_withheld")
 
 ViolationKind = Literal["marker", "withheld_text", "not_an_input", "not_in_visible_results"]
 
@@ -97,44 +99,67 @@ def quotes_withheld(
     return out
 
 
-def _input_values(inputs: Mapping[str, Any], ref: str | None) -> list[Any] | None:
-    """The values an ``input[:FIELD]`` source allows (``None``: the field does not exist,
-    nothing to check against)."""
-    if ref is None:
-        fields: list[Any] = list(inputs.values())
-    elif ref in inputs:
-        fields = [inputs[ref]]
-    else:
-        return None
-    out: list[Any] = []
+class InputValues:
+    """The task inputs, indexed for provenance: per field, the canonical spelling of the
+    field and of every value inside it (at any depth), folded on demand. Built once per run
+    (a pure function of the inputs)."""
 
-    def walk(value: Any) -> None:
-        out.append(value)
+    def __init__(self, inputs: Mapping[str, Any]) -> None:
+        self.fields: dict[str, set[str]] = {}
+        for name, value in inputs.items():
+            spelled: set[str] = set()
+            self._walk(value, spelled)
+            self.fields[name] = spelled
+        self.every = set().union(*self.fields.values()) if self.fields else set()
+        self._folded: dict[tuple[str | None, Fold], set[str]] = {}
+
+    def _walk(self, value: Any, out: set[str]) -> None:
+        with contextlib.suppress(TypeError):  # a value with no canonical form allows nothing
+            out.add(canonical_text(value))
         if isinstance(value, Mapping):
             for inner in value.values():
-                walk(inner)
+                self._walk(inner, out)
         elif isinstance(value, list | tuple | set | frozenset):
             for inner in value:
-                walk(inner)
+                self._walk(inner, out)
 
-    for value in fields:
-        walk(value)
-    return out
+    def allowed(self, ref: str | None, fold: Fold | None) -> set[str] | None:
+        """The spellings ``input[:ref]`` allows (``None``: no such field to check against)."""
+        if ref is not None and ref not in self.fields:
+            return None
+        plain = self.every if ref is None else self.fields[ref]
+        if fold is None:
+            return plain
+        key = (ref, fold)
+        if key not in self._folded:
+            self._folded[key] = plain | {_fold_text(fold, t) for t in plain}
+        return self._folded[key]
 
 
-def _result_leaves(text: str) -> set[str]:
+def _fold_text(fold: Fold, text: str) -> str:
+    try:
+        return fold(text)
+    except Exception:  # a fold that cannot read this text folds nothing
+        return text
+
+
+@functools.lru_cache(maxsize=4096)
+def _result_leaves(text: str) -> frozenset[str]:
     try:
         decoded = json.loads(text)
     except ValueError:
-        return {text}
-    return {canonical_text(v) for v in _leaves(decoded)} | {text}
+        return frozenset({text})
+    try:
+        return frozenset({canonical_text(v) for v in _leaves(decoded)} | {text})
+    except TypeError:
+        return frozenset({text})
 
 
 def check_provenance(
     tool: str,
     arguments: Mapping[str, Any],
     sources: Mapping[str, ArgSource],
-    inputs: Mapping[str, Any],
+    inputs: Mapping[str, Any] | InputValues,
     visible_results: Sequence[str] | None,
     *,
     marker: str,
@@ -147,6 +172,7 @@ def check_provenance(
     run; result-sourced arguments are then not checked); ``withheld``: the texts of results
     withheld from it, where known (with eager dispatch a withheld call may already have its
     result)."""
+    index = inputs if isinstance(inputs, InputValues) else InputValues(inputs)
     shown = visible_results or ()
     out = quotes_withheld(arguments, marker, [w for w in withheld if w not in shown])
     flagged = {v.argument for v in out}
@@ -157,18 +183,16 @@ def check_provenance(
         value = arguments[name]
         fold = effect.fold_for(name) if effect is not None else None
 
-        def spell(v: Any, fold: Any = fold) -> str:
+        def spell(v: Any, fold: Fold | None = fold) -> str:
             text = canonical_text(v)
-            return fold(text) if fold is not None and isinstance(v, str) else text
+            return _fold_text(fold, text) if fold is not None and isinstance(v, str) else text
 
         if source.kind == "input":
-            allowed = _input_values(inputs, source.ref)
+            allowed = index.allowed(source.ref, fold)
             if allowed is None:
                 continue
-            spelled = {spell(a) for a in allowed if not isinstance(a, Mapping)}
-            spelled |= {canonical_text(a) for a in allowed}
             wanted = value if isinstance(value, list | tuple) else [value]
-            if spell(value) in spelled or all(spell(v) in spelled for v in wanted):
+            if spell(value) in allowed or all(spell(v) in allowed for v in wanted):
                 continue
             where = f"input {source.ref!r}" if source.ref else "the task inputs"
             out.append(
