@@ -153,21 +153,58 @@ def new_store(world: World) -> Store:
     return Store(copy.deepcopy({k: dict(v) for k, v in world.docs.items()}), dict(world.slots))
 
 
+class _Binding:
+    """The world and store the cached tools act on (one run at a time)."""
+
+    def __init__(self) -> None:
+        self._world: World | None = None
+        self._store: Store | None = None
+
+    def bind(self, world: World, store: Store) -> None:
+        self._world, self._store = world, store
+
+    @property
+    def world(self) -> World:
+        assert self._world is not None
+        return self._world
+
+    @property
+    def store(self) -> Store:
+        assert self._store is not None
+        return self._store
+
+
+_TOOLSETS: dict[bool, tuple[_Binding, Toolset]] = {}
+
+
 def make_toolset(world: World, store: Store) -> Toolset:
+    """The honest toolset over ``store`` (see :func:`_build_toolset`). Building tools costs
+    far more than running a case, so one toolset per fold setting is built and rebound."""
+    if world.fold not in _TOOLSETS:
+        binding = _Binding()
+        _TOOLSETS[world.fold] = binding, _build_toolset(binding, world.fold)
+    binding, toolset = _TOOLSETS[world.fold]
+    binding.bind(world, store)
+    return toolset
+
+
+def _build_toolset(binding: _Binding, folds: bool) -> Toolset:
     """The honest toolset: every effect below is true of the code under it."""
     fold = {"key": "nfkc+case", "src": "nfkc+case", "dst": "nfkc+case", "keys": "nfkc+case"}
-    canonical = fold if world.fold else None
+    canonical = fold if folds else None
 
     async def pause(*parts: Any) -> None:
         # A per-call number of scheduler yields, the same in every arm: before a read up to
         # seven (so a concurrent write can land first), between a read and its write up to two.
-        digest = hashlib.sha256(json.dumps([world.seed, *parts], default=str).encode()).digest()
+        digest = hashlib.sha256(
+            json.dumps([binding.world.seed, *parts], default=str).encode()
+        ).digest()
         top = 3 if str(parts[0]).endswith(":mid") else 8
         for _ in range(digest[0] % top):
             await anyio.lowlevel.checkpoint()
 
     def doc(key: str) -> dict[str, Any]:
-        found = store.docs.get(store_key(world, key))
+        found = binding.store.docs.get(store_key(binding.world, key))
         if found is None:
             raise LookupError(f"no document {key!r}")
         return found
@@ -176,7 +213,7 @@ def make_toolset(world: World, store: Store) -> Toolset:
     async def get(key: str) -> dict[str, Any]:
         """Read a whole document."""
         await pause("get", key)
-        return {"key": store_key(world, key), **doc(key)}
+        return {"key": store_key(binding.world, key), **doc(key)}
 
     @tool(read_only=True, read_targets="doc:{key}/{field}", canonical=canonical)
     async def get_field(key: str, field: Literal["status", "owner", "next", "count"]) -> Any:
@@ -224,21 +261,21 @@ def make_toolset(world: World, store: Store) -> Toolset:
         await pause("copy", src, dst)
         body = copy.deepcopy(doc(src))
         await pause("copy:mid", src, dst)
-        store.docs[store_key(world, dst)] = body
+        binding.store.docs[store_key(binding.world, dst)] = body
         return {"copied": src, "to": dst}
 
     @tool(idempotent=True, write_targets="slot:{slot}", read_targets=())
     async def put_slot(slot: int, value: str) -> Any:
         """Overwrite a numbered slot."""
         await pause("put_slot", slot, value)
-        store.slots[slot] = value
+        binding.store.slots[slot] = value
         return {"slot": slot, "value": value}
 
     @tool(read_only=True, read_targets="slot:{slot}")
     async def get_slot(slot: int) -> Any:
         """Read a numbered slot."""
         await pause("get_slot", slot)
-        return {"slot": slot, "value": store.slots.get(slot, "")}
+        return {"slot": slot, "value": binding.store.slots.get(slot, "")}
 
     tools: tuple[Tool, ...] = (
         get,
