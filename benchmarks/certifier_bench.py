@@ -1,4 +1,4 @@
-"""``python -m benchmarks.certifier_bench``: what certifying one call costs.
+"""``python -m harness.benchmarks.certifier_bench``: what certifying one call costs.
 
 The schema-sound certifier decides, for every call the model emits in arm F, whether it
 joins the open window. This measures that decision — parse the arguments, validate them,
@@ -38,6 +38,7 @@ from harness.effects import MAX_TARGETS, Footprint
 from harness.engines.base import ToolCall
 from harness.manifest import Manifest, Skill
 from harness.tools import Toolset, tool
+from harness.window import Windows
 
 __all__ = ("main", "measure", "report")
 
@@ -84,18 +85,18 @@ def _synthetic_calls(n: int, k: int) -> list[ToolCall]:
 def _factory(
     detector: SchemaSoundDetector, toolset: Toolset, skill: Skill, inputs: dict[str, Any]
 ) -> Callable[[], Any]:
-    """A fresh tracker per run (its window starts empty)."""
-    return lambda: detector.tracker(toolset, skill, inputs)
+    """A fresh tracker and window owner per run (the loop's own path: ``Windows.admit``)."""
+    return lambda: Windows(detector.tracker(toolset, skill, inputs))
 
 
 def _time_admissions(make: Callable[[], Any], calls: Sequence[ToolCall], runs: int) -> float:
     """Median µs per admitted call: a fresh tracker per run, every call admitted."""
     samples = []
     for _ in range(runs):
-        tracker = make()
+        windows = make()
         started = time.process_time()
         for call in calls:
-            tracker.admit(call)
+            windows.admit(call)
         samples.append((time.process_time() - started) / len(calls) * 1e6)
     return statistics.median(samples)
 
@@ -107,8 +108,8 @@ def _synthetic(runs: int) -> list[dict[str, Any]]:
         for n in WINDOWS:
             detector = SchemaSoundDetector(max_window=n)
             calls = _synthetic_calls(n, k)
-            tracker = detector.tracker(toolset, _PHASE, {})
-            joined = sum(tracker.admit(c).action == "join" for c in calls)
+            windows = Windows(detector.tracker(toolset, _PHASE, {}))
+            joined = sum(windows.admit(c).admission.action == "join" for c in calls)
             us = _time_admissions(_factory(detector, toolset, _PHASE, {}), calls, runs)
             rows.append(
                 {"n": n, "k": k, "us_per_call": us, "joined": joined, "bounded": k > MAX_TARGETS}
@@ -138,7 +139,7 @@ def _index_alone(runs: int) -> list[dict[str, Any]]:
 
 
 def _workspace(runs: int) -> list[dict[str, Any]]:
-    from toolsets.workspace import load_workspace_manifest, make_toolset, new_state
+    from harness.toolsets.workspace import load_workspace_manifest, make_toolset, new_state
 
     manifest = load_workspace_manifest()
     toolset = make_toolset(new_state(0))
@@ -155,8 +156,8 @@ def _workspace(runs: int) -> list[dict[str, Any]]:
                 for i in range(n)
             ]
             detector = SchemaSoundDetector()
-            tracker = detector.tracker(toolset, manifest.skill(skill), inputs)
-            joined = sum(tracker.admit(c).action == "join" for c in calls)
+            windows = Windows(detector.tracker(toolset, manifest.skill(skill), inputs))
+            joined = sum(windows.admit(c).admission.action == "join" for c in calls)
             us = _time_admissions(
                 _factory(detector, toolset, manifest.skill(skill), inputs), calls, runs
             )
@@ -241,7 +242,7 @@ def report(doc: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.certifier_bench", description=__doc__.split("\n\n")[0]
+        prog="python -m harness.benchmarks.certifier_bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--runs", type=int, default=7, help="repetitions (median), default 7")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")

@@ -21,6 +21,7 @@ from harness.certify import (
     make_detector,
 )
 from harness.errors import ConfigError
+from harness.window import Windows
 from tests.doubles import MANIFEST, Store, make_toolset
 from tests.strategies import doc_calls, schedules
 
@@ -239,37 +240,41 @@ def test_no_manifest_phase_fails_D3_for_the_schema_sound_detector() -> None:
 def test_the_tracker_closes_a_window_on_its_slot_count() -> None:
     from harness.certify import SchemaSoundDetector as D
 
-    tracker = D().tracker(make_toolset(Store()), MANIFEST.skill("report"), {"keys": ["a", "b"]})
+    tracker = Windows(
+        D().tracker(make_toolset(Store()), MANIFEST.skill("report"), {"keys": ["a", "b"]})
+    )
     first = tracker.admit(call(0, "read_doc", key="a"))
     second = tracker.admit(call(1, "read_doc", key="b"))
-    assert (first.action, first.completes) == ("join", None)
-    assert second.action == "join"
-    assert second.completes is not None
-    assert second.completes.closed_by == "slot_closure"
-    assert second.completes.call_ids == ("call_0", "call_1")
+    assert (first.admission.action, first.admission.completes) == ("join", None)
+    assert second.admission.action == "join"
+    assert second.admission.completes is not None
+    assert second.admission.completes.closed_by == "slot_closure"
+    assert second.admission.completes.call_ids == ("call_0", "call_1")
 
 
 def test_the_tracker_closes_on_a_phase_change_and_discards_a_dependent_call() -> None:
-    tracker = SchemaSoundDetector().tracker(
-        make_toolset(Store()), MANIFEST.skill("report_unslotted"), {}
+    tracker = Windows(
+        SchemaSoundDetector().tracker(make_toolset(Store()), MANIFEST.skill("report_unslotted"), {})
     )
     tracker.admit(call(0, "read_doc", key="a"))
     tracker.admit(call(1, "read_doc", key="b"))
     verdict = tracker.admit(call(2, "write_doc", key="s", body="?"))
-    assert verdict.action == "discard"
-    assert verdict.closes is not None
-    assert verdict.closes.n == 2
-    assert verdict.failures[0].condition == "D2"
+    assert verdict.admission.action == "discard"
+    assert verdict.admission.closes is not None
+    assert verdict.admission.closes.n == 2
+    assert verdict.admission.failures[0].condition == "D2"
 
 
 def test_the_tracker_caps_a_window_at_its_size_limit() -> None:
-    tracker = SchemaSoundDetector(max_window=2).tracker(
-        make_toolset(Store()), MANIFEST.skill("report_unslotted"), {}
+    tracker = Windows(
+        SchemaSoundDetector(max_window=2).tracker(
+            make_toolset(Store()), MANIFEST.skill("report_unslotted"), {}
+        )
     )
     tracker.admit(call(0, "read_doc", key="a"))
     capped = tracker.admit(call(1, "read_doc", key="b"))
-    assert capped.completes is not None
-    assert capped.completes.closed_by == "size_cap"
+    assert capped.admission.completes is not None
+    assert capped.admission.completes.closed_by == "size_cap"
 
 
 def test_the_phase_heuristic_certifies_reads_without_a_manifest_and_can_false_fill() -> None:
@@ -283,10 +288,10 @@ def test_the_phase_heuristic_certifies_reads_without_a_manifest_and_can_false_fi
 
 def test_the_phase_heuristic_catches_a_call_that_quotes_the_withheld_marker() -> None:
     detector = PhaseHeuristicDetector()
-    tracker = detector.tracker(make_toolset(Store()), None, {})
+    tracker = Windows(detector.tracker(make_toolset(Store()), None, {}))
     tracker.admit(call(0, "read_doc", key="a"))
     verdict = tracker.admit(call(1, "read_doc", key=detector.marker))
-    assert verdict.action == "discard"
+    assert verdict.admission.action == "discard"
 
 
 def test_an_unknown_detector_name_is_a_config_error() -> None:
@@ -297,12 +302,14 @@ def test_an_unknown_detector_name_is_a_config_error() -> None:
 def test_certification_never_reads_results() -> None:
     """D1-D3 look at names, arguments, effects and the manifest only: a Task is enough."""
     task = Task(id="t", prompt="p", skill="report", inputs={"keys": ["a"]})
-    tracker = SchemaSoundDetector().tracker(
-        make_toolset(Store()), MANIFEST.skill(task.skill or ""), task.inputs
+    tracker = Windows(
+        SchemaSoundDetector().tracker(
+            make_toolset(Store()), MANIFEST.skill(task.skill or ""), task.inputs
+        )
     )
     verdict = tracker.admit(call(0, "read_doc", key="a"))
-    assert verdict.action == "join"
-    assert verdict.completes is not None
+    assert verdict.admission.action == "join"
+    assert verdict.admission.completes is not None
 
 
 AMBIGUOUS = Manifest.from_dict(
@@ -327,12 +334,12 @@ AMBIGUOUS = Manifest.from_dict(
 def test_a_call_that_may_belong_to_a_later_dependent_phase_is_never_windowed() -> None:
     """An open-ended fan-out phase followed by a phase that reuses its tool on its results:
     the second read may be the dependent one, so it must not join the first read's window."""
-    tracker = SchemaSoundDetector().tracker(make_toolset(Store()), AMBIGUOUS, {})
+    tracker = Windows(SchemaSoundDetector().tracker(make_toolset(Store()), AMBIGUOUS, {}))
     first = tracker.admit(call(0, "read_doc", key="a"))
     second = tracker.admit(call(1, "read_doc", key="from-a"))
-    assert first.action == "serial"
-    assert first.failures[0].code == "D3_ambiguous_phase"
-    assert second.action == "serial"
+    assert first.admission.action == "serial"
+    assert first.admission.failures[0].code == "D3_ambiguous_phase"
+    assert second.admission.action == "serial"
     assert tracker.open_calls == ()
 
 
@@ -354,11 +361,26 @@ def test_a_slot_count_resolves_the_ambiguity() -> None:
             }
         }
     ).skill("s")
-    tracker = SchemaSoundDetector().tracker(make_toolset(Store()), slotted, {})
-    assert tracker.admit(call(0, "read_doc", key="a")).action == "join"
+    tracker = Windows(SchemaSoundDetector().tracker(make_toolset(Store()), slotted, {}))
+    assert tracker.admit(call(0, "read_doc", key="a")).admission.action == "join"
     closing = tracker.admit(call(1, "read_doc", key="b"))
-    assert closing.completes is not None
-    assert tracker.admit(call(2, "read_doc", key="from-a")).action == "serial"
+    assert closing.admission.completes is not None
+    assert tracker.admit(call(2, "read_doc", key="from-a")).admission.action == "serial"
+
+
+def test_batch_and_online_certification_report_an_over_filled_phase_with_the_same_code() -> None:
+    ts = make_toolset(Store())
+    phase = MANIFEST.skill("report").phases[0]  # fan_out read_doc, slots = input:keys
+    inputs = {"keys": ["a"]}
+    calls = [call(0, "read_doc", key="a"), call(1, "read_doc", key="b")]
+    batch = SchemaSoundDetector().certify(ts, calls, phase, inputs)
+    assert isinstance(batch, Rejection)
+    assert "D3_over_slots" in batch.codes
+    online = Windows(SchemaSoundDetector().tracker(ts, MANIFEST.skill("report"), inputs))
+    online.admit(calls[0])
+    second = online.admit(calls[1])
+    assert second.admission.action == "serial"
+    assert second.admission.failures[0].code == "D3_over_slots"
 
 
 # --------------------------------------------------------------------------------------------
@@ -458,13 +480,17 @@ def test_item4_an_input_sourced_argument_outside_the_inputs_is_refused() -> None
 def test_item4_online_a_deviating_call_is_discarded_while_a_window_is_open() -> None:
     from harness.provenance import TurnView
 
-    tracker = SchemaSoundDetector().tracker(issue15_toolset(), ONE_PHASE, {"keys": ["a", "b"]})
-    assert tracker.admit(call(0, "put", key="a", status="x"), TurnView()).action == "join"
-    refused = tracker.admit(call(1, "put", key="from-a-result", status="x"), TurnView())
+    windows = Windows(
+        SchemaSoundDetector().tracker(issue15_toolset(), ONE_PHASE, {"keys": ["a", "b"]})
+    )
+    assert windows.admit(call(0, "put", key="a", status="x"), TurnView()).admission.action == (
+        "join"
+    )
+    refused = windows.admit(call(1, "put", key="from-a-result", status="x"), TurnView()).admission
     assert refused.action == "discard"
     assert refused.closes is not None
     assert refused.failures[0].code == "D2_provenance"
-    again = tracker.admit(call(2, "put", key="from-a-result", status="x"), TurnView())
+    again = windows.admit(call(2, "put", key="from-a-result", status="x"), TurnView()).admission
     assert again.action == "serial"  # no window open: nothing was withheld from it
 
 
@@ -473,17 +499,19 @@ def test_item4_the_marker_is_refused_under_any_source_and_by_both_detectors() ->
     schema = certify_calls(call(0, "put_slot", n=1, value="x"), quoting)
     assert isinstance(schema, Rejection)
     assert "D2_quotes_marker" in schema.codes
-    heuristic = PhaseHeuristicDetector().tracker(issue15_toolset(), None, {})
+    heuristic = Windows(PhaseHeuristicDetector().tracker(issue15_toolset(), None, {}))
     heuristic.admit(call(0, "get", key="a"))
-    assert heuristic.admit(call(1, "get", key="x [withheld]")).action == "discard"
+    assert heuristic.admit(call(1, "get", key="x [withheld]")).admission.action == "discard"
 
 
 def test_item4_the_text_of_a_finished_withheld_result_is_refused() -> None:
     from harness.provenance import TurnView
 
-    tracker = SchemaSoundDetector().tracker(issue15_toolset(), ONE_PHASE, {"keys": ["a"]})
-    tracker.admit(call(0, "put_slot", n=1, value="x"), TurnView())
-    leaked = tracker.admit(call(1, "put_slot", n=2, value="id-7731"), TurnView((), ("id-7731",)))
+    windows = Windows(SchemaSoundDetector().tracker(issue15_toolset(), ONE_PHASE, {"keys": ["a"]}))
+    windows.admit(call(0, "put_slot", n=1, value="x"), TurnView())
+    leaked = windows.admit(
+        call(1, "put_slot", n=2, value="id-7731"), TurnView((), ("id-7731",))
+    ).admission
     assert leaked.action == "discard"
     assert leaked.failures[0].code == "D2_quotes_marker"
 
@@ -520,9 +548,9 @@ def test_item7_each_calls_footprint_is_computed_once_per_admission() -> None:
 
     calls = [call(i, "get", key=k) for i, k in enumerate("abcdefgh")]
     with mock.patch.object(Tool, "footprint", autospec=True, side_effect=Tool.footprint) as spy:
-        tracker = SchemaSoundDetector().tracker(issue15_toolset(), FANWRITE_GET, {})
+        windows = Windows(SchemaSoundDetector().tracker(issue15_toolset(), FANWRITE_GET, {}))
         for c in calls:
-            tracker.admit(c)
+            assert windows.admit(c).admission.action == "join"
     assert spy.call_count == len(calls)  # not once per pair
 
 
@@ -550,8 +578,10 @@ def test_batch_certify_agrees_with_the_online_tracker_on_any_block_of_calls(
     skill = Manifest.from_dict({"skills": {"s": {"phases": [raw]}}}).skill("s")
     toolset, inputs = make_toolset(Store()), {"keys": keys}
     verdict = SchemaSoundDetector().certify(toolset, calls, skill.phases[0], inputs)
-    tracker = SchemaSoundDetector(max_window=max(len(calls), 1)).tracker(toolset, skill, inputs)
-    admissions = [tracker.admit(c) for c in calls]
+    windows = Windows(
+        SchemaSoundDetector(max_window=max(len(calls), 1)).tracker(toolset, skill, inputs)
+    )
+    admissions = [windows.admit(c).admission for c in calls]
     one_window = (
         all(a.action == "join" for a in admissions)
         and all(a.closes is None for a in admissions)
@@ -591,7 +621,7 @@ def test_item6_random_valid_and_invalid_arguments_never_raise_out_of_any_arm(
     arguments: list[str], names: list[str]
 ) -> None:
     """Total: whatever the model writes, every arm ends with S's results, never a crash."""
-    from harness.loop import LoopConfig, run_loop
+    from harness.loop import FlattenSettings, LoopConfig, run_loop
     from harness.testing import ScriptedEngine
 
     emitted = [ToolCall(f"c{i}", names[i], a) for i, a in enumerate(arguments)]
@@ -606,7 +636,12 @@ def test_item6_random_valid_and_invalid_arguments_never_raise_out_of_any_arm(
     task = Task(id="t", prompt="p", skill="s", inputs={"keys": ["a"]})
     outcomes = {}
     for arm, eager in (("S", False), ("F", False), ("F", True), ("P", False)):
-        config = LoopConfig(arm=arm, eager=eager, max_model_errors=99, max_identical_calls=99)  # type: ignore[arg-type]
+        config = LoopConfig(
+            arm=arm,  # type: ignore[arg-type]
+            flatten=FlattenSettings(eager=eager),
+            max_model_errors=99,
+            max_identical_calls=99,
+        )
         engine = ScriptedEngine(parallel if arm == "P" else script)
         result = anyio.run(
             functools.partial(run_loop, engine, issue15_toolset(), task, config, manifest=ONE_PHASE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.fabric_bench import measure, report
+from harness.benchmarks.fabric_bench import measure, report
 from harness.fabric import demo_engine
 
 

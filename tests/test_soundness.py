@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.soundness import CONTROLS, run_property
+from harness.benchmarks.soundness import CONTROLS, run_property
 
 
 @pytest.mark.timeout(900)

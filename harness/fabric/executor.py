@@ -39,20 +39,21 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup
 
+from harness._logging import get_logger
 from harness.calls import ToolResult, execute_call
 from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolCall, Usage
+from harness.engines.batch import gather, sample_batch
 from harness.errors import ConfigError, EngineRequestError, HarnessError, NodeFailed
 from harness.fabric._isolation import Isolation
 from harness.fabric.consensus import (
     Vote,
     completion_text,
     consensus_settings,
-    sample_batch,
     vote,
 )
 from harness.fabric.figures import NaiveBaseline, PEFFigures
@@ -72,7 +73,7 @@ __all__ = (
     "render_messages",
 )
 
-_log = structlog.get_logger("harness.fabric")
+_log = get_logger("harness.fabric")
 
 DEFAULT_SYSTEM = (
     "You are one step of a larger task. Do only the step you are given, using the outputs of "
@@ -500,15 +501,7 @@ class Execution:
     async def _verify(self, node: Node, gate: Gate, result: NodeResult) -> tuple[Verdict, ...]:
         """Every verifier of the node (and the gate's mandatory ones), concurrently."""
         verifiers = (*node.verifiers, *gate.verifiers)
-        verdicts: list[Verdict] = [Verdict(False)] * len(verifiers)
-
-        async def one(i: int) -> None:
-            verdicts[i] = await run_verifier(verifiers[i], result)
-
-        async with anyio.create_task_group() as tg:
-            for i in range(len(verifiers)):
-                tg.start_soon(one, i)
-        return tuple(verdicts)
+        return tuple(await gather([partial(run_verifier, v, result) for v in verifiers]))
 
     async def _produce(
         self,

@@ -47,8 +47,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
-import structlog
-
+from harness._logging import get_logger
 from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolSpec
 from harness.errors import ConfigError
 from harness.fabric.executor import Fabric, FabricConfig
@@ -70,7 +69,7 @@ __all__ = (
     "plan_to_jsonl",
 )
 
-_log = structlog.get_logger("harness.fabric")
+_log = get_logger("harness.fabric")
 
 PLANNER_SYSTEM = (
     "You split a task into small steps that can run in parallel. Write only JSON Lines, one "

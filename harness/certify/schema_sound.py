@@ -1,0 +1,229 @@
+"""The schema-sound detector: D1-D3 from declared effects and the skill manifest only.
+
+A false fill (a certified window that had a dependent edge) is structurally impossible as
+long as the declarations are true (``harness certify`` checks that they are).
+
+Online, the tracker follows the run's position in the skill's phases: a call belongs to the
+current phase while it has room, else to the next phase (forward only) that lists its tool.
+A call *joins* the open window when D1-D3 hold, runs *serial*ly when one fails (after the open
+window closes), or is *discard*ed when it may need a result of the open window (the manifest
+says so, or an argument does not come from its declared source, or quotes a withheld result:
+it was generated while that result was withheld; it is regenerated after the absorb turn).
+Batch :meth:`SchemaSoundDetector.certify` replays the calls through a fresh tracker at the
+start of the phase (:func:`~harness.certify.detector.replay`): one decision procedure.
+Windows close on the slot-closure signal, a phase change, a call that fails certification, a
+final answer, or the size cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.certify.d1 import WindowConflicts
+from harness.certify.d2 import (
+    placeholder_failure,
+    provenance_failures,
+    withheld_arguments,
+    withheld_failure,
+)
+from harness.certify.d3 import ambiguity_failure, phase_failures
+from harness.certify.detector import TrackerBase, WindowTracker, replay
+from harness.certify.verdict import (
+    DEFAULT_MARKER,
+    Admission,
+    Certificate,
+    Failure,
+    Rejection,
+    WindowView,
+)
+from harness.effects import Footprint
+from harness.engines.base import ToolCall
+from harness.manifest import Phase, Skill
+from harness.provenance import InputValues, TurnView
+from harness.tools import Toolset
+
+__all__ = ("SchemaSoundDetector",)
+
+NAME = "schema_sound"
+
+
+def _evidence(phase: str | None, n: int) -> tuple[str, ...]:
+    return (
+        f"D1: {n} calls pairwise commute (effects and targets)",
+        f"D2: no argument of phase {phase!r} is a result placeholder into the phase",
+        f"D3: manifest marks phase {phase!r} fan_out",
+    )
+
+
+class _SchemaSoundTracker(TrackerBase):
+    detector_name = NAME
+
+    def __init__(
+        self,
+        toolset: Toolset,
+        skill: Skill | None,
+        inputs: Mapping[str, Any],
+        max_window: int,
+        marker: str = DEFAULT_MARKER,
+    ) -> None:
+        super().__init__(toolset, max_window)
+        self.skill = skill
+        self.inputs = inputs
+        self.input_values = InputValues(inputs)
+        self.marker = marker
+        self.d1 = WindowConflicts(toolset)
+        self.phase_index = 0
+        self.phase_calls = 0
+        self._slot_counts: dict[str, int | None] = {}
+
+    def _slots(self, phase: Phase) -> int | None:
+        """The phase's slot count for this task (computed once per phase)."""
+        if phase.name not in self._slot_counts:
+            self._slot_counts[phase.name] = phase.slot_count(self.inputs)
+        return self._slot_counts[phase.name]
+
+    def evidence(self, phase: str | None, n: int) -> tuple[str, ...]:
+        return _evidence(phase, n)
+
+    def _locate(self, tool: str) -> int | None:
+        """The phase this call belongs to: the current one while it has room, else the next
+        phase (forward only) that lists the tool."""
+        if self.skill is None:
+            return None
+        phases = self.skill.phases
+        current = phases[self.phase_index]
+        slots = self._slots(current)
+        if tool in current.tools and (slots is None or self.phase_calls < slots):
+            return self.phase_index
+        for index in range(self.phase_index + 1, len(phases)):
+            if tool in phases[index].tools:
+                return index
+        if tool in current.tools:
+            return self.phase_index  # over the slot count: still this phase, but no window
+        return None
+
+    def phase_of(self, calls: Sequence[ToolCall]) -> Phase | None:
+        if self.skill is None or not calls:
+            return None
+        index = self._locate(calls[0].name)
+        return None if index is None else self.skill.phases[index]
+
+    def _rivals(self, tool: str, index: int | None) -> list[Phase]:
+        """Later phases that may own a call attributed to an open-ended phase: when the
+        attributed phase declares no slot count, nothing says where it ends, so a call of a
+        tool that a later phase also lists may belong to either."""
+        if self.skill is None or index is None:
+            return []
+        phase = self.skill.phases[index]
+        if self._slots(phase) is not None:
+            return []
+        return [p for p in self.skill.phases[index + 1 :] if tool in p.tools]
+
+    def admit(
+        self, call: ToolCall, window: WindowView | None, view: TurnView | None = None
+    ) -> Admission:
+        index = self._locate(call.name)
+        phase = None if index is None or self.skill is None else self.skill.phases[index]
+        rivals = self._rivals(call.name, index)
+        if index is not None and index != self.phase_index:
+            self.phase_index, self.phase_calls = index, 0
+        pname = phase.name if phase else None
+        # D2 against the open window: generated while results it needs were withheld
+        # (under any phase the call may belong to).
+        if window is not None and window.phase is not None:
+            dependent = withheld_arguments(call, (phase, *rivals), window.phase)
+            if dependent:
+                failure = withheld_failure(call, dependent, window.phase)
+                closes = self.certificate(window, "D2_dependent_call")
+                return Admission("discard", pname, "D2", closes=closes, failures=(failure,))
+        refused = self._provenance(call, (phase, *rivals), view)
+        if refused and window is not None:
+            # It may have taken a value from a result withheld from its turn: regenerate it
+            # after the absorb turn, when every result is in view.
+            closes = self.certificate(window, "D2_dependent_call")
+            return Admission("discard", pname, "D2", closes=closes, failures=tuple(refused))
+        if index is not None:
+            self.phase_calls += 1
+        footprint = self.d1.footprint(call)
+        failures = self._certify_one(call, phase, footprint)
+        if not failures and rivals:
+            assert phase is not None
+            failures = [ambiguity_failure(call, phase, rivals)]
+        failures.extend(refused)
+        if failures:
+            reason = failures[0].code
+            closes = self.certificate(window, reason) if window is not None else None
+            return Admission("serial", pname, reason, closes=closes, failures=tuple(failures))
+        assert phase is not None
+        assert isinstance(footprint, Footprint)
+        closes = None
+        if window is not None and window.phase != pname:
+            closes, window = self.certificate(window, "phase_change"), None
+        if window is not None:
+            conflict = self.d1.conflict(window, call, footprint)
+            if conflict is not None:
+                closes = self.certificate(window, "D1_conflict")
+                return Admission("serial", pname, "D1", closes=closes, failures=(conflict,))
+        slots = self._slots(phase)
+        done = slots is not None and self.phase_calls >= slots
+        return self._join(call, window, pname, "certified", slots_done=done, closes=closes)
+
+    def _provenance(
+        self, call: ToolCall, phases: Sequence[Phase | None], view: TurnView | None
+    ) -> list[Failure]:
+        """Arguments not from their declared sources (under any phase the call may belong
+        to) and arguments that quote a withheld result (:mod:`harness.provenance`)."""
+        sources = {a: s for p in phases if p is not None for a, s in p.sources(call.name).items()}
+        effect = self.toolset[call.name].effect if call.name in self.toolset else None
+        return provenance_failures(
+            call,
+            marker=self.marker,
+            view=view,
+            sources=sources,
+            inputs=self.input_values,
+            effect=effect,
+        )
+
+    def _certify_one(
+        self, call: ToolCall, phase: Phase | None, footprint: Footprint | Failure
+    ) -> list[Failure]:
+        """D3 and schema-level D2 for one call, and whether it has a footprint at all (a
+        known tool, arguments valid against its schema, resolvable targets): the first D3
+        failure, then every other."""
+        failures = phase_failures(phase, [call], self.inputs, count=self.phase_calls)[:1]
+        if phase is not None and (d2 := placeholder_failure(phase, call)) is not None:
+            failures.append(d2)
+        if isinstance(footprint, Failure):
+            failures.append(footprint)
+        return failures
+
+
+@dataclass(frozen=True)
+class SchemaSoundDetector:
+    """D1-D3 from declared effects and the skill manifest: no false fill is possible."""
+
+    max_window: int = 16
+    name: str = NAME
+    marker: str = DEFAULT_MARKER
+
+    def tracker(
+        self, toolset: Toolset, skill: Skill | None, inputs: Mapping[str, Any]
+    ) -> WindowTracker:
+        return _SchemaSoundTracker(toolset, skill, inputs, self.max_window, self.marker)
+
+    def certify(
+        self,
+        toolset: Toolset,
+        calls: Sequence[ToolCall],
+        phase: Phase | None,
+        inputs: Mapping[str, Any] | None = None,
+        view: TurnView | None = None,
+    ) -> Certificate | Rejection:
+        """Batch: ``calls`` as one window of ``phase``, decided by a fresh online tracker at
+        the start of that phase (slot counts, provenance, D1-D3: the same rules and codes).
+        ``view``: what the turn that generated them could see, when known."""
+        skill = None if phase is None else Skill("batch", (phase,))
+        tracker = _SchemaSoundTracker(toolset, skill, inputs or {}, max(len(calls), 1), self.marker)
+        return replay(tracker, calls, view, self.name)
