@@ -648,3 +648,38 @@ def test_item6_random_valid_and_invalid_arguments_never_raise_out_of_any_arm(
         )
         outcomes[(arm, eager)] = [m["content"] for m in result.messages if m["role"] == "tool"]
     assert all(o == outcomes[("S", False)] for o in outcomes.values())
+
+
+def test_item4_provenance_holds_under_every_phase_a_call_may_belong_to() -> None:
+    """Found by the 10,000-case run: a call that an open-ended phase and a later phase both
+    list was checked against the later phase's sources only (``model``: free), so a value the
+    agent guessed while the result it needed was withheld ran after the window."""
+    skill = Manifest.from_dict(
+        {
+            "skills": {
+                "s": {
+                    "phases": [
+                        {
+                            "name": "p0",
+                            "kind": "fan_out",
+                            "tools": ["get", "put_slot"],
+                            "args": {"put_slot.value": "input:owner"},
+                        },
+                        {
+                            "name": "p1",
+                            "kind": "fan_out",
+                            "tools": ["put_slot"],
+                            "args": {"put_slot.value": "model"},
+                        },
+                    ]
+                }
+            }
+        }
+    ).skill("s")
+    from harness.provenance import TurnView
+
+    windows = Windows(SchemaSoundDetector().tracker(issue15_toolset(), skill, {"owner": "ana"}))
+    assert windows.admit(call(0, "get", key="a"), TurnView()).admission.action == "join"
+    guessed = windows.admit(call(1, "put_slot", n=1, value="unknown"), TurnView()).admission
+    assert guessed.action == "discard"
+    assert guessed.failures[0].code == "D2_provenance"

@@ -173,18 +173,24 @@ class _SchemaSoundTracker(TrackerBase):
     def _provenance(
         self, call: ToolCall, phases: Sequence[Phase | None], view: TurnView | None
     ) -> list[Failure]:
-        """Arguments not from their declared sources (under any phase the call may belong
-        to) and arguments that quote a withheld result (:mod:`harness.provenance`)."""
-        sources = {a: s for p in phases if p is not None for a, s in p.sources(call.name).items()}
+        """Arguments not from their declared sources and arguments that quote a withheld
+        result (:mod:`harness.provenance`), under *every* phase the call may belong to: a
+        violation under any of them refuses the call (its phase is not known, so neither is
+        where its arguments should come from)."""
         effect = self.toolset[call.name].effect if call.name in self.toolset else None
-        return provenance_failures(
-            call,
-            marker=self.marker,
-            view=view,
-            sources=sources,
-            inputs=self.input_values,
-            effect=effect,
-        )
+        found: dict[str, Failure] = {}
+        for phase in [p for p in phases if p is not None] or [None]:
+            sources = phase.sources(call.name) if phase is not None else {}
+            for failure in provenance_failures(
+                call,
+                marker=self.marker,
+                view=view,
+                sources=sources,
+                inputs=self.input_values,
+                effect=effect,
+            ):
+                found.setdefault(failure.message, failure)
+        return list(found.values())
 
     def _certify_one(
         self, call: ToolCall, phase: Phase | None, footprint: Footprint | Failure
