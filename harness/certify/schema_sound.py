@@ -179,7 +179,8 @@ class _SchemaSoundTracker(TrackerBase):
         where its arguments should come from)."""
         effect = self.toolset[call.name].effect if call.name in self.toolset else None
         found: dict[str, Failure] = {}
-        for phase in [p for p in phases if p is not None] or [None]:
+        known: list[Phase | None] = [p for p in phases if p is not None]
+        for phase in known or [None]:
             sources = phase.sources(call.name) if phase is not None else {}
             for failure in provenance_failures(
                 call,
