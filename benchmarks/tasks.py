@@ -43,6 +43,7 @@ from typing import Any, Final, Literal, get_args
 import jsonschema
 
 from harness.benchmarks._templates import SYSTEM_PROMPT, TEMPLATES
+from harness.conflicts import contains
 from harness.engines.base import ToolCall
 from harness.errors import ConfigError
 from harness.task import GoldCall, Task
@@ -301,7 +302,7 @@ def _covered(required: GoldCall, made: Sequence[tuple[str, Mapping[str, Any] | N
         if other is None or arguments is None or not other.effect.read_only:
             continue
         covers = other.effect.reads(arguments)
-        if covers is not None and needed <= covers:
+        if covers is not None and all(any(contains(c, t) for c in covers) for t in needed):
             return True
     return False
 

@@ -39,6 +39,7 @@ file, the skill, the phase and the field.
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,6 +89,9 @@ class ArgSource:
         return self.kind == "result"
 
 
+_parse_source = functools.lru_cache(maxsize=1024)(ArgSource.parse)
+
+
 @dataclass(frozen=True)
 class Phase:
     """One phase of a skill: a fan-out (independent gathers or disjoint writes) or a chain."""
@@ -107,7 +111,7 @@ class Phase:
         when the manifest does not say)."""
         if self.slots is None or isinstance(self.slots, int):
             return self.slots
-        ref = ArgSource.parse(self.slots)
+        ref = _parse_source(self.slots)
         if ref.kind != "input" or ref.ref is None:
             return None
         value = inputs.get(ref.ref)

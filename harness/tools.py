@@ -21,12 +21,11 @@ map onto :class:`Effect` via :meth:`Effect.from_mcp`).
 
 from __future__ import annotations
 
+import functools
 import inspect
-import itertools
 import re
-import string
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
@@ -34,143 +33,24 @@ import jsonschema
 import pydantic
 
 from harness._tool_thread import ToolThread
+from harness.effects import CanonicalSpec, Effect, Fold, Footprint, TargetSpec, template_fields
 from harness.engines.base import ToolSpec
 from harness.errors import ToolsetError
 
-__all__ = ("IDEMPOTENCY_KEY_ARG", "Effect", "Tool", "ToolThread", "Toolset", "WriteTargets", "tool")
+__all__ = (
+    "IDEMPOTENCY_KEY_ARG",
+    "Effect",
+    "Fold",
+    "Tool",
+    "ToolThread",
+    "Toolset",
+    "WriteTargets",
+    "tool",
+)
 
-#: How to compute the resources a call writes from its arguments: a format template such as
-#: ``"doc:{key}"`` (a list-valued argument expands to one target per element), several
-#: templates, or a function ``arguments -> targets``.
-WriteTargets = str | Sequence[str] | Callable[[Mapping[str, Any]], Iterable[str]]
-
-
-@dataclass(frozen=True)
-class Effect:
-    """What calling a tool does to the world, as far as concurrency is concerned.
-
-    ``read_only``: changes nothing (implies idempotent and not destructive).
-    ``idempotent``: calling it twice with the same arguments leaves the same state as once.
-    ``destructive``: may delete or overwrite data it did not create (MCP's destructiveHint).
-    ``open_world``: talks to something outside the harness's process (cannot be fingerprinted).
-    ``write_targets``: the resources a call writes, from its arguments; ``None`` on a tool that
-    is not read-only means *unknown*, which conflicts with every other write.
-    ``read_targets``: the resources a call reads (same forms as ``write_targets``); ``None``
-    means unknown (reads everything). Only needed when reads and writes share a window: a
-    read and a write of the same resource do not commute, so D1 needs both sides.
-    ``annotated``: whether anybody declared this effect (an unannotated tool is the worst case).
-    ``accepts_idempotency_key``: the tool takes an ``idempotency_key`` keyword (never shown to
-    the model) and applies a write at most once per key, so a call whose outcome is in doubt
-    may be retried with the same key (:mod:`harness.journal`). ``@tool`` sets it when the
-    function has an ``idempotency_key`` parameter.
-    """
-
-    read_only: bool = False
-    idempotent: bool = False
-    destructive: bool = True
-    open_world: bool = True
-    write_targets: WriteTargets | None = None
-    read_targets: WriteTargets | None = None
-    annotated: bool = False
-    accepts_idempotency_key: bool = False
-
-    @classmethod
-    def worst_case(cls) -> Effect:
-        """The effect assumed for an unannotated tool."""
-        return cls()
-
-    @classmethod
-    def declare(
-        cls,
-        *,
-        read_only: bool = False,
-        idempotent: bool | None = None,
-        destructive: bool | None = None,
-        open_world: bool = False,
-        write_targets: WriteTargets | None = None,
-        read_targets: WriteTargets | None = None,
-    ) -> Effect:
-        """An explicit annotation. ``read_only`` implies idempotent and not destructive."""
-        if read_only and write_targets is not None:
-            raise ToolsetError(
-                "A read-only tool cannot declare write_targets; drop read_only=True or the targets."
-            )
-        return cls(
-            read_only=read_only,
-            idempotent=read_only if idempotent is None else (idempotent or read_only),
-            destructive=(not read_only) if destructive is None else destructive and not read_only,
-            open_world=open_world,
-            write_targets=write_targets,
-            read_targets=read_targets,
-            annotated=True,
-        )
-
-    @classmethod
-    def from_mcp(cls, annotations: Mapping[str, Any] | None) -> Effect:
-        """Map MCP tool annotations (``readOnlyHint``, ``idempotentHint``, ``destructiveHint``,
-        ``openWorldHint``) onto an effect, with MCP's defaults for missing hints. A harness
-        extension keys ``writeTargets`` (template or list of templates) and
-        ``acceptsIdempotencyKey`` are honoured too."""
-        if not annotations:
-            return cls.worst_case()
-        read_only = bool(annotations.get("readOnlyHint", False))
-        targets = annotations.get("writeTargets")
-        return cls(
-            read_only=read_only,
-            idempotent=read_only or bool(annotations.get("idempotentHint", False)),
-            destructive=not read_only and bool(annotations.get("destructiveHint", True)),
-            open_world=bool(annotations.get("openWorldHint", True)),
-            write_targets=None if read_only else targets,
-            read_targets=annotations.get("readTargets"),
-            annotated=True,
-            accepts_idempotency_key=bool(annotations.get("acceptsIdempotencyKey", False)),
-        )
-
-    def targets(self, arguments: Mapping[str, Any]) -> frozenset[str] | None:
-        """The resources a call with these arguments writes: empty for a read-only tool,
-        ``None`` when unknown (treat as conflicting with every write)."""
-        if self.read_only:
-            return frozenset()
-        return _resolve(self.write_targets, arguments)
-
-    def reads(self, arguments: Mapping[str, Any]) -> frozenset[str] | None:
-        """The resources a call with these arguments reads; ``None`` when unknown. A writing
-        tool that declares no read targets is taken to read only what it writes."""
-        if self.read_targets is None and not self.read_only:
-            return self.targets(arguments)
-        return _resolve(self.read_targets, arguments)
-
-
-def _resolve(spec: WriteTargets | None, arguments: Mapping[str, Any]) -> frozenset[str] | None:
-    if spec is None:
-        return None
-    if callable(spec):
-        return frozenset(str(t) for t in spec(arguments))
-    templates = [spec] if isinstance(spec, str) else list(spec)
-    out: set[str] = set()
-    for template in templates:
-        expanded = _expand_template(template, arguments)
-        if expanded is None:
-            return None
-        out.update(expanded)
-    return frozenset(out)
-
-
-def _expand_template(template: str, arguments: Mapping[str, Any]) -> list[str] | None:
-    """``"doc:{key}"`` with ``key="a"`` -> ``["doc:a"]``; a list argument expands to one target
-    per element; a missing argument makes the targets unknown (``None``)."""
-    names = [f for _, f, _, _ in string.Formatter().parse(template) if f]
-    choices: list[list[Any]] = []
-    for name in names:
-        if name not in arguments:
-            return None
-        value = arguments[name]
-        choices.append(list(value) if isinstance(value, list | tuple) else [value])
-    return [
-        template.format(**dict(zip(names, combo, strict=True)))
-        for combo in itertools.product(*choices)
-    ]
-
+#: The old name of :data:`harness.effects.TargetSpec` (effects live in :mod:`harness.effects`;
+#: ``Effect`` and ``WriteTargets`` are re-exported here so existing imports keep working).
+WriteTargets = TargetSpec
 
 ToolFn = Callable[..., Any]
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -218,6 +98,26 @@ class Tool:
                 f"(type 'object'), not {self.parameters.get('type')!r}.",
                 tool=self.name,
             )
+        self._check_target_fields()
+
+    def _check_target_fields(self) -> None:
+        """Every field of a target template names an argument the schema declares (a typo
+        would make the targets unknown on every call)."""
+        properties = self.parameters.get("properties")
+        if not isinstance(properties, Mapping):
+            return
+        for side in ("write_targets", "read_targets"):
+            spec = getattr(self.effect, side)
+            if spec is None or callable(spec):
+                continue
+            for template in [spec] if isinstance(spec, str) else spec:
+                missing = [f for f in template_fields(template) if f not in properties]
+                if missing:
+                    raise ToolsetError(
+                        f"Tool {self.name!r}: {side} template {template!r} uses {missing}, "
+                        f"which are not arguments (the schema has {sorted(properties)}).",
+                        tool=self.name,
+                    )
 
     def spec(self) -> ToolSpec:
         """The OpenAI function spec the model is shown."""
@@ -230,10 +130,15 @@ class Tool:
             },
         }
 
+    @functools.cached_property
+    def _validator(self) -> jsonschema.protocols.Validator:
+        return jsonschema.Draft202012Validator(dict(self.parameters))
+
     def validation_errors(self, arguments: Any) -> list[str]:
         """Why these arguments do not satisfy the schema (empty list when they do)."""
-        validator = jsonschema.Draft202012Validator(dict(self.parameters))
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+        if self._validator.is_valid(arguments):
+            return []
+        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
         out = []
         for error in errors:
             where = "/".join(str(p) for p in error.path) or "(arguments)"
@@ -245,6 +150,29 @@ class Tool:
         """A sync function: it runs in a worker thread that a timeout cannot stop."""
         return self.fn is not None and not inspect.iscoroutinefunction(self.fn)
 
+    def coerce(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments as the tool function receives them: through the tool's pydantic
+        model when it has one (``1.0`` for an ``int`` becomes ``1``, a UUID string a
+        ``UUID``, defaults filled in), else as given. Raises ``pydantic.ValidationError``."""
+        kwargs: dict[str, Any] = dict(arguments)
+        if self.model is not None:
+            validated = self.model.model_validate(kwargs)
+            kwargs = {name: getattr(validated, name) for name in type(validated).model_fields}
+        return kwargs
+
+    def footprint(self, arguments: Any) -> Footprint:
+        """The canonical targets of a call with these (parsed, not yet validated) arguments,
+        filled from the values the tool would receive. Never raises: arguments that fail the
+        schema or the tool's model give a footprint with an ``error`` (not certifiable; the
+        call then gets the same error result it gets in the serial arm)."""
+        if not isinstance(arguments, Mapping) or not self._validator.is_valid(arguments):
+            return Footprint.failed("the arguments do not match the tool's schema")
+        try:
+            values = self.coerce(arguments)
+        except Exception as exc:
+            return Footprint.failed(f"the tool's model rejects the arguments ({exc})")
+        return self.effect.footprint(values)
+
     async def invoke(
         self,
         arguments: Mapping[str, Any],
@@ -255,15 +183,13 @@ class Tool:
         """Run the tool on already-validated arguments (no timeout here: see ``harness.calls``).
 
         ``idempotency_key`` is passed on (as the ``idempotency_key`` keyword, ``None`` when the
-        caller has none) only to a tool whose effect accepts one. ``thread`` watches a sync function's worker thread: it is
-        told when the function really returns or raises, even after this call was abandoned.
+        caller has none) only to a tool whose effect accepts one. ``thread`` watches a sync
+        function's worker thread: it is told when the function really returns or raises, even
+        after this call was abandoned.
         """
         if self.fn is None:
             return self.stub_result
-        kwargs: dict[str, Any] = dict(arguments)
-        if self.model is not None:
-            validated = self.model.model_validate(kwargs)
-            kwargs = {name: getattr(validated, name) for name in type(validated).model_fields}
+        kwargs = self.coerce(arguments)
         if self.effect.accepts_idempotency_key:  # None: the caller keeps no journal
             kwargs[IDEMPOTENCY_KEY_ARG] = idempotency_key
         if inspect.iscoroutinefunction(self.fn):
@@ -336,6 +262,7 @@ def tool(
     open_world: bool | None = None,
     write_targets: WriteTargets | None = None,
     read_targets: WriteTargets | None = None,
+    canonical: CanonicalSpec | None = None,
     timeout_s: float | None = 30.0,
     result_cap: int | None = 16_000,
 ) -> Callable[[ToolFn], Tool]: ...
@@ -353,6 +280,7 @@ def tool(
     open_world: bool | None = None,
     write_targets: WriteTargets | None = None,
     read_targets: WriteTargets | None = None,
+    canonical: CanonicalSpec | None = None,
     timeout_s: float | None = 30.0,
     result_cap: int | None = 16_000,
 ) -> Tool | Callable[[ToolFn], Tool]:
@@ -369,7 +297,15 @@ def tool(
         schema, model = _schema_from_function(func)
         declared = any(
             v is not None
-            for v in (read_only, idempotent, destructive, open_world, write_targets, read_targets)
+            for v in (
+                read_only,
+                idempotent,
+                destructive,
+                open_world,
+                write_targets,
+                read_targets,
+                canonical,
+            )
         )
         effect = (
             Effect.declare(
@@ -379,6 +315,7 @@ def tool(
                 open_world=bool(open_world),
                 write_targets=write_targets,
                 read_targets=read_targets,
+                canonical=canonical,
             )
             if declared
             else Effect.worst_case()
@@ -411,6 +348,24 @@ class Toolset(Mapping[str, Tool]):
             if t.name in self._tools:
                 raise ToolsetError(f"Toolset {name!r} has two tools named {t.name!r}.")
             self._tools[t.name] = t
+        self._check_folds()
+
+    def _check_folds(self) -> None:
+        """Tools whose templates put an argument into the same place of a name (``doc:{…}``)
+        name one store's resources, so they must fold that name the same way: otherwise
+        ``write("ABC")`` and ``read("abc")`` get disjoint targets for one resource."""
+        seen: dict[str, tuple[Fold | None, str]] = {}
+        for t in self._tools.values():
+            for slot, argument, fold in t.effect.name_slots():
+                first = seen.setdefault(slot, (fold, t.name))
+                if first[0] != fold:
+                    raise ToolsetError(
+                        f"Tools {first[1]!r} and {t.name!r} both name resources "
+                        f"'{slot}{{…}}' but fold the name differently ({first[0] or 'none'} vs "
+                        f"{fold or 'none'}, argument {argument!r}). A store folds names for "
+                        "every tool: declare the same canonical=... on both.",
+                        tool=t.name,
+                    )
 
     def __getitem__(self, key: str) -> Tool:
         return self._tools[key]

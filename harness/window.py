@@ -32,6 +32,7 @@ from harness.certify import DEFAULT_MARKER, Admission, Certificate, WindowTracke
 from harness.engines.base import ToolCall
 from harness.engines.batch import gather
 from harness.errors import ConfigError
+from harness.provenance import TurnView
 
 __all__ = ("Step", "Window", "Windows")
 
@@ -87,6 +88,11 @@ class Window:
     def close(self, certificate: Certificate) -> None:
         self.certificate = certificate
 
+    def finished_texts(self) -> tuple[str, ...]:
+        """The result texts of the calls that have already finished (eager dispatch), still
+        withheld: a later call that quotes one is refused (D2)."""
+        return tuple(r.content for r in self._results.values())
+
     async def _run(self, call: ToolCall) -> None:
         try:
             self._results[call.id] = await self._require_executor().execute(call)
@@ -136,8 +142,10 @@ class Windows:
     def open_calls(self) -> tuple[ToolCall, ...]:
         return tuple(self.window.calls) if self.window is not None else ()
 
-    def admit(self, call: ToolCall) -> Step:
-        admission = self.tracker.admit(call, self.window)
+    def admit(self, call: ToolCall, view: TurnView | None = None) -> Step:
+        """Ask the tracker about ``call`` (generated on a turn that saw ``view``) and apply
+        its admission."""
+        admission = self.tracker.admit(call, self.window, view)
         closed = None
         if admission.closes is not None or (admission.action != "join" and self.window):
             closed = self._close(admission.closes)

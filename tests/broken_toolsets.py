@@ -80,14 +80,19 @@ def _honest_tools(state: Desk) -> dict[str, Tool]:
         doc = _doc(state, key)
         return {"key": key, "status": doc["status"], "tags": doc["tags"], "rev": doc["rev"]}
 
-    @tool(idempotent=True, write_targets="doc:{key}/status")
+    @tool(idempotent=True, write_targets="doc:{key}/status", read_targets=())
     async def set_status(key: str, status: Status) -> dict[str, Any]:
         """Set a document's status."""
         await anyio.lowlevel.checkpoint()
         _doc(state, key)["status"] = status
         return {"key": key, "status": status}
 
-    @tool(idempotent=True, destructive=False, write_targets="doc:{key}/tags")
+    @tool(
+        idempotent=True,
+        destructive=False,
+        write_targets="doc:{key}/tags",
+        read_targets="doc:{key}/tags",
+    )
     async def add_tag(key: str, tag: str) -> dict[str, Any]:
         """Add a tag (a set: adding one twice changes nothing)."""
         await anyio.lowlevel.checkpoint()
@@ -136,7 +141,12 @@ def readonly_that_writes() -> CertifiableToolset:
 
 def idempotent_that_appends() -> CertifiableToolset:
     def make(state: Desk) -> Toolset:
-        @tool(idempotent=True, destructive=False, write_targets="doc:{key}/tags")
+        @tool(
+            idempotent=True,
+            destructive=False,
+            write_targets="doc:{key}/tags",
+            read_targets="doc:{key}/tags",
+        )
         async def add_tag(key: str, tag: str) -> dict[str, Any]:
             """Add a tag — as a list append, so twice adds it twice."""
             doc = _doc(state, key)
@@ -150,7 +160,7 @@ def idempotent_that_appends() -> CertifiableToolset:
 
 def underreported_targets() -> CertifiableToolset:
     def make(state: Desk) -> Toolset:
-        @tool(idempotent=True, write_targets="doc:{key}/status")
+        @tool(idempotent=True, write_targets="doc:{key}/status", read_targets="doc:{key}/status")
         async def set_status(key: str, status: Status) -> dict[str, Any]:
             """Set a document's status (and, undeclared, bump its revision)."""
             doc = _doc(state, key)
@@ -169,7 +179,8 @@ def order_dependent() -> CertifiableToolset:
     can see that ticket numbers depend on the order the calls ran in."""
 
     def make(state: Desk) -> Toolset:
-        @tool(write_targets="ticket:{title}")
+        # The lie is in the reads: it reads the desk's counter, not only its own ticket.
+        @tool(write_targets="ticket:{title}", read_targets="ticket:{title}")
         async def open_ticket(title: str) -> dict[str, Any]:
             """Open a ticket; it gets the next number."""
             await anyio.lowlevel.checkpoint()
@@ -211,7 +222,7 @@ def result_hidden_as_model_argument() -> CertifiableToolset:
     :data:`RESULT_MARKED_MANIFEST` is the honest one."""
 
     def make(state: Desk) -> Toolset:
-        @tool(write_targets="tickets")
+        @tool(write_targets="tickets", read_targets="tickets")
         async def open_ticket() -> dict[str, Any]:
             """Open a ticket; its id comes from the counter."""
             await anyio.lowlevel.checkpoint()
@@ -220,7 +231,12 @@ def result_hidden_as_model_argument() -> CertifiableToolset:
             state.tickets[ticket] = state.counter
             return {"ticket": ticket}
 
-        @tool(idempotent=True, destructive=False, write_targets="ticket:{ticket}")
+        @tool(
+            idempotent=True,
+            destructive=False,
+            write_targets="ticket:{ticket}",
+            read_targets="ticket:{ticket}",
+        )
         async def close_ticket(ticket: str) -> dict[str, Any]:
             """Close an open ticket (closing it again changes nothing)."""
             if ticket not in state.tickets:
@@ -286,7 +302,12 @@ def open_world() -> CertifiableToolset:
     def make(state: Desk) -> Toolset:
         sent: list[str] = []
 
-        @tool(idempotent=True, open_world=True, write_targets="outbox:{to}")
+        @tool(
+            idempotent=True,
+            open_world=True,
+            write_targets="outbox:{to}",
+            read_targets="outbox:{to}",
+        )
         async def notify(to: str) -> str:
             """Send a notification (idempotent by a per-recipient dedupe key)."""
             if to not in sent:

@@ -32,14 +32,14 @@ def make_toolset(store: Store, *, delay: float = 0.0) -> Toolset:
         await anyio.lowlevel.checkpoint()
         return {"key": key, "body": store.docs.get(key, "")}
 
-    @tool(idempotent=True, write_targets="doc:{key}")
+    @tool(idempotent=True, write_targets="doc:{key}", read_targets=())
     async def write_doc(key: str, body: str) -> str:
         """Write a document (replaces its body)."""
         await anyio.lowlevel.checkpoint()
         store.docs[key] = body
         return "ok"
 
-    @tool(write_targets="log")
+    @tool(write_targets="log", read_targets="log")
     async def append_log(line: str) -> int:
         """Append a line to the log (not idempotent)."""
         await anyio.lowlevel.checkpoint()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from hypothesis import strategies as st
 
@@ -142,7 +142,7 @@ def ballots(draw: st.DrawFn, max_size: int = 7) -> tuple[list[str], list[float]]
 
 
 def _pydantic_schemas() -> list[dict[str, Any]]:
-    from typing import Annotated, Literal
+    from typing import Annotated
 
     import pydantic
 
@@ -199,3 +199,279 @@ def tool_schemas() -> st.SearchStrategy[dict[str, Any]]:
     """Argument schemas of the kinds tools use: pydantic's output ($defs, anyOf, bounds,
     multipleOf, sets) and hand-written ones (const, pattern, prefixItems, oneOf, type lists)."""
     return st.sampled_from([*_pydantic_schemas(), *_HANDWRITTEN])
+
+
+# --------------------------------------------------------------------------------------------
+# Footprints and hierarchical targets (harness/effects.py, harness/conflicts.py)
+
+
+@st.composite
+def targets(draw: st.DrawFn) -> str:
+    """A hierarchical target over a tiny alphabet, so overlaps are common: ``doc``,
+    ``doc:``, ``doc:a``, ``doc:ab``, ``doc:a/s``, ``doc:a.txt``, ``log:a/s/x`` …"""
+    out = draw(st.sampled_from(["doc", "log"]))
+    for _ in range(draw(st.integers(0, 3))):
+        sep = draw(st.sampled_from([":", "/", "."]))
+        out += sep + draw(st.sampled_from(["", "a", "ab", "b", "s"]))
+    return out
+
+
+@st.composite
+def footprints(draw: st.DrawFn) -> Any:
+    """A footprint with each side unknown (``None``) sometimes, empty sometimes."""
+    from harness.effects import Footprint
+
+    def side() -> frozenset[str] | None:
+        if draw(st.integers(0, 5)) == 0:
+            return None
+        return frozenset(draw(st.lists(targets(), max_size=3)))
+
+    return Footprint(side(), side())
+
+
+# --------------------------------------------------------------------------------------------
+# The soundness property (benchmarks/soundness.py): honest toolsets, manifests and agents
+
+_SOUND_KEYS = ("a", "b", "c")
+#: Phases whose tools touch one document at two granularities, or read what others write.
+_SOUND_FAMILIES: tuple[tuple[str, ...], ...] = (
+    ("get", "set_field"),
+    ("get", "bump"),
+    ("get", "tag_many"),
+    ("get_field", "set_field"),
+    ("copy_doc", "set_field"),
+    ("copy_doc", "get"),
+    ("put_slot", "get_slot"),
+    ("bump",),
+    ("put_slot",),
+)
+_SOUND_TOOLS = (
+    "get",
+    "get_field",
+    "set_field",
+    "bump",
+    "tag_many",
+    "copy_doc",
+    "put_slot",
+    "get_slot",
+)
+#: Each argument's role: what kind of value it takes.
+_SOUND_ROLES: dict[str, dict[str, str]] = {
+    "get": {"key": "key"},
+    "get_field": {"key": "key", "field": "read_field"},
+    "set_field": {"key": "key", "field": "write_field", "value": "value"},
+    "bump": {"key": "key", "n": "int"},
+    "tag_many": {"keys": "keys", "tag": "tag"},
+    "copy_doc": {"src": "key", "dst": "key"},
+    "put_slot": {"slot": "slot", "value": "value"},
+    "get_slot": {"slot": "slot"},
+}
+#: Which result fields feed which role: (producing tool, field).
+_SOUND_FEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "key": (("get", "next"),),
+    "value": (("get", "owner"), ("get_slot", "value")),
+    "int": (("get", "count"),),
+}
+_SOUND_INPUT: dict[str, str] = {"key": "keys", "keys": "keys", "value": "owner", "slot": "slots"}
+
+
+@st.composite
+def soundness_worlds(draw: st.DrawFn, focus: tuple[str, ...] | None = None) -> Any:
+    """One case of the soundness property: an honest toolset and manifest over a seeded
+    store, task inputs, and a context-bound agent's steps (see ``benchmarks/soundness.py``
+    for what each class of case means). ``World.classes`` names the classes a case holds.
+    ``focus``: every phase uses exactly these tools (mostly fan-out), to aim at one class."""
+    from harness.benchmarks.soundness import PhasePlan, Step, World
+
+    classes: set[str] = set()
+    fold = draw(st.booleans(), label="fold")
+    docs = {
+        k: {
+            "status": draw(st.sampled_from(["draft", "review"])),
+            "owner": draw(st.sampled_from(["ana", "bo"])),
+            "next": draw(st.sampled_from(_SOUND_KEYS)),
+            "count": draw(st.integers(0, 3)),
+            "tags": [],
+        }
+        for k in _SOUND_KEYS
+    }
+    keys = draw(st.lists(st.sampled_from(_SOUND_KEYS), min_size=1, max_size=3, unique=True))
+    slot_inputs = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3, unique=True))
+    inputs = {"keys": keys, "slots": slot_inputs, "owner": draw(st.sampled_from(["ana", "cy"]))}
+    steps: list[Any] = []
+    phases: list[Any] = []
+    for p in range(draw(st.integers(1, 3), label="phases")):
+        name = f"p{p}"
+        kind: Literal["fan_out", "chain"] = draw(
+            st.sampled_from(["fan_out", "fan_out", "chain"]), label="kind"
+        )
+        if focus is not None:
+            kind = "fan_out" if draw(st.integers(0, 9)) else "chain"
+        tools = (
+            list(focus)
+            if focus is not None
+            else draw(
+                st.one_of(
+                    st.lists(st.sampled_from(_SOUND_TOOLS), min_size=1, max_size=3, unique=True),
+                    st.sampled_from(_SOUND_FAMILIES).map(list),
+                ),
+                label="tools",
+            )
+        )
+        declared: dict[str, str] = {}
+        count = draw(st.integers(1, 5), label="steps")
+        first = len(steps)
+        for _ in range(count):
+            tool_name = draw(st.sampled_from(tools))
+            recipes = {}
+            for arg, role in _SOUND_ROLES[tool_name].items():
+                recipe, source = _draw_recipe(draw, role, steps, phases, name, inputs, fold)
+                slot = f"{tool_name}.{arg}"
+                if slot not in declared:
+                    declared[slot] = source
+                elif declared[slot] != source:
+                    recipe, source = _honest_variant(draw, role, declared[slot], steps, inputs)
+                if recipe.kind == "result" and not source.startswith("result:"):
+                    classes.add("deviation")
+                if recipe.spelling in ("upper", "wide"):
+                    classes.add("alias" if fold else "distinct_spelling")
+                if recipe.spelling == "float":
+                    classes.add("coercible")
+                recipes[arg] = recipe
+            if tool_name == "tag_many":
+                classes.add("list_args")
+            if tool_name == "copy_doc":
+                classes.add("unset_reads")
+            steps.append(Step(tool_name, recipes, p))
+        used = {s.tool for s in steps[first:]}
+        if kind == "fan_out" and "get" in used and used & {"set_field", "bump", "tag_many"}:
+            classes.add("mixed_granularity")
+        slots = draw(st.sampled_from([None, count])) if kind == "fan_out" else None
+        phases.append(PhasePlan(name, kind, tuple(tools), slots, declared))
+    groups = _parallel_groups(steps, phases)
+    return World(
+        seed=draw(st.integers(0, 2**16), label="seed"),
+        fold=fold,
+        docs=docs,
+        slots={1: "x", 2: "y", 3: "z"},
+        phases=tuple(phases),
+        steps=tuple(steps),
+        inputs=inputs,
+        groups=groups,
+        classes=frozenset(classes),
+    )
+
+
+def _producers(steps: list[Any], role: str) -> list[tuple[int, str]]:
+    feeds = _SOUND_FEEDS.get(role, ())
+    return [(i, f) for i, s in enumerate(steps) for t, f in feeds if s.tool == t]
+
+
+def _draw_recipe(
+    draw: st.DrawFn,
+    role: str,
+    steps: list[Any],
+    phases: list[Any],
+    phase: str,
+    inputs: dict[str, Any],
+    fold: bool,
+) -> tuple[Any, str]:
+    """A recipe for one argument and the source an honest manifest declares for it (a
+    deviation: the recipe reads a result while the declared source says otherwise)."""
+    from harness.benchmarks.soundness import ArgRecipe
+
+    producers = _producers(steps, role)
+    options = (
+        ["const"]
+        + (["input"] if role in _SOUND_INPUT else [])
+        + (["result", "deviation"] if producers else [])
+    )
+    choice = draw(st.sampled_from(options), label=f"{role} source")
+    if choice in ("result", "deviation"):
+        index, field_name = draw(st.sampled_from(producers))
+        producer_phase = f"p{steps[index].phase}"
+        if choice == "result":
+            return ArgRecipe("result", ref=field_name, index=index), f"result:{producer_phase}"
+        fallback: Literal["marker", "guess"] = (
+            draw(st.sampled_from(["marker", "guess"])) if role in _SOUND_INPUT else "marker"
+        )
+        declared = f"input:{_SOUND_INPUT[role]}" if fallback == "guess" else "model"
+        return ArgRecipe("result", ref=field_name, index=index, fallback=fallback), declared
+    if choice == "input":
+        field_name = _SOUND_INPUT[role]
+        value = inputs[field_name]
+        if role == "keys":
+            return ArgRecipe("const", value=list(value)), f"input:{field_name}"
+        index = draw(st.integers(0, len(value) - 1)) if isinstance(value, list) else 0
+        spellings = ["as_is"]
+        if role == "key":
+            spellings += ["upper", "wide"]
+        if role == "slot":
+            spellings += ["float"]
+        spelling = draw(st.sampled_from(spellings))
+        if isinstance(value, list):
+            return ArgRecipe("input", ref=field_name, index=index, spelling=spelling), (
+                f"input:{field_name}"
+            )
+        return ArgRecipe("const", value=value), f"input:{field_name}"
+    return ArgRecipe("const", value=_const_value(draw, role)), "model"
+
+
+def _const_value(draw: st.DrawFn, role: str) -> Any:
+    if role == "key":
+        return draw(st.sampled_from([*_SOUND_KEYS, "A", "ｂ"]))  # "ｂ": a full-width b
+    if role == "keys":
+        return draw(st.lists(st.sampled_from(_SOUND_KEYS), min_size=1, max_size=3, unique=True))
+    if role == "read_field":
+        return draw(st.sampled_from(["status", "owner", "next", "count"]))
+    if role == "write_field":
+        return draw(st.sampled_from(["status", "owner"]))
+    if role == "int":
+        return draw(st.sampled_from([1, 2, 1.0]))
+    if role == "slot":
+        return draw(st.sampled_from([1, 2, 3, 2.0]))
+    return draw(st.sampled_from(["v1", "v2", "ana"]))
+
+
+def _honest_variant(
+    draw: st.DrawFn, role: str, source: str, steps: list[Any], inputs: dict[str, Any]
+) -> tuple[Any, str]:
+    """A recipe that fits a source already declared for this tool argument in this phase."""
+    from harness.benchmarks.soundness import ArgRecipe
+
+    kind, _, ref = source.partition(":")
+    if kind == "result":
+        producers = [(i, f) for i, f in _producers(steps, role) if f"p{steps[i].phase}" == ref]
+        if producers:
+            index, field_name = draw(st.sampled_from(producers))
+            return ArgRecipe("result", ref=field_name, index=index), source
+        return ArgRecipe("const", value=_const_value(draw, role)), source  # over-declared: safe
+    if kind == "input" and ref in inputs:
+        value = inputs[ref]
+        if role == "keys":
+            return ArgRecipe("const", value=list(value)), source
+        if isinstance(value, list):
+            return ArgRecipe("input", ref=ref, index=draw(st.integers(0, len(value) - 1))), source
+        return ArgRecipe("const", value=value), source
+    return ArgRecipe("const", value=_const_value(draw, role)), source
+
+
+def _parallel_groups(steps: list[Any], phases: list[Any]) -> tuple[tuple[int, ...], ...]:
+    """The P agent's messages: consecutive steps of one fan-out phase, cut before a step that
+    reads a result of a step already in the group (up to 16 calls)."""
+    groups: list[list[int]] = []
+    for i, step in enumerate(steps):
+        current = groups[-1] if groups else None
+        fan_out = phases[step.phase].kind == "fan_out"
+        joins = (
+            current is not None
+            and fan_out
+            and steps[current[0]].phase == step.phase
+            and len(current) < 16
+            and not any(r.kind == "result" and r.index in current for r in step.args.values())
+        )
+        if joins and current is not None:
+            current.append(i)
+        else:
+            groups.append([i])
+    return tuple(tuple(g) for g in groups)

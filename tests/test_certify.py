@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -58,7 +59,7 @@ def racy_toolset(store: Store, yields: dict[str, int]) -> Toolset:
         await pause(f"read:{key}")
         return {"key": key, "body": store.docs.get(key, "")}
 
-    @tool(idempotent=True, write_targets="doc:{key}")
+    @tool(idempotent=True, write_targets="doc:{key}", read_targets="doc:{key}")
     async def write_doc(key: str, body: str) -> str:
         """Write."""
         old = store.docs.get(key, "")
@@ -66,7 +67,7 @@ def racy_toolset(store: Store, yields: dict[str, int]) -> Toolset:
         store.docs[key] = body
         return f"{old}->{body}"
 
-    @tool(write_targets="log")
+    @tool(write_targets="log", read_targets="log")
     async def append_log(line: str) -> int:
         """Append."""
         n = len(store.log)
@@ -380,3 +381,305 @@ def test_batch_and_online_certification_report_an_over_filled_phase_with_the_sam
     second = online.admit(calls[1])
     assert second.admission.action == "serial"
     assert second.admission.failures[0].code == "D3_over_slots"
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 15: no false fill under true declarations; certification total and fast
+
+ONE_PHASE = Manifest.from_dict(
+    {
+        "skills": {
+            "s": {
+                "phases": [
+                    {
+                        "name": "p",
+                        "kind": "fan_out",
+                        "tools": ["put", "get", "copy", "put_slot", "probe"],
+                        "args": {"put.key": "input:keys"},
+                    }
+                ]
+            }
+        }
+    }
+).skill("s")
+
+
+def issue15_toolset() -> Toolset:
+    @tool(idempotent=True, write_targets="doc:{key}/status", read_targets=(), canonical="case")
+    def put(key: str, status: str) -> str:
+        """Set a status (the store folds key case)."""
+        return "ok"
+
+    @tool(read_only=True, read_targets="doc:{key}", canonical="case")
+    def get(key: str) -> str:
+        """Read a whole document."""
+        return "ok"
+
+    @tool(write_targets="doc:{dst}", canonical={"src": "case", "dst": "case"})
+    def copy(src: str, dst: str) -> str:
+        """Copy one document over another (reads undeclared: unknown)."""
+        return "ok"
+
+    @tool(idempotent=True, write_targets="slot:{n}", read_targets=())
+    def put_slot(n: int, value: str) -> str:
+        """Write a numbered slot."""
+        return "ok"
+
+    @tool(idempotent=True, write_targets=lambda a: [f"slot:{a['n']}"], read_targets=())
+    def probe(n: int) -> str:
+        """Targets from a function that assumes ``n`` is there."""
+        return "ok"
+
+    return Toolset([put, get, copy, put_slot, probe])
+
+
+def certify_calls(*calls: ToolCall, inputs: dict[str, Any] | None = None) -> Any:
+    return SchemaSoundDetector().certify(
+        issue15_toolset(), list(calls), ONE_PHASE.phases[0], inputs or {"keys": ["a", "b"]}
+    )
+
+
+def test_item1_coercible_spellings_of_one_slot_do_not_certify_together() -> None:
+    verdict = certify_calls(
+        call(0, "put_slot", n=1, value="x"), call(1, "put_slot", n=1.0, value="y")
+    )
+    assert isinstance(verdict, Rejection)
+    assert verdict.codes == ("D1_write_conflict",)
+
+
+def test_item1_aliases_under_a_declared_fold_do_not_certify_together() -> None:
+    verdict = certify_calls(
+        call(0, "put", key="a", status="x"), call(1, "put", key="A", status="y")
+    )
+    assert isinstance(verdict, Rejection)
+    assert verdict.codes == ("D1_write_conflict",)
+
+
+def test_item2_a_writer_with_unset_reads_does_not_share_a_window_with_another_write() -> None:
+    verdict = certify_calls(call(0, "copy", src="a", dst="b"), call(1, "put", key="a", status="x"))
+    assert isinstance(verdict, Rejection)
+    assert "D1_unknown_read_targets" in verdict.codes
+
+
+def test_item3_a_whole_document_read_and_a_field_write_do_not_certify_together() -> None:
+    verdict = certify_calls(call(0, "get", key="a"), call(1, "put", key="a", status="x"))
+    assert isinstance(verdict, Rejection)
+    assert verdict.codes == ("D1_read_write_conflict",)
+    other = certify_calls(call(0, "get", key="b"), call(1, "put", key="a", status="x"))
+    assert isinstance(other, Certificate)
+
+
+def test_item4_an_input_sourced_argument_outside_the_inputs_is_refused() -> None:
+    verdict = certify_calls(
+        call(0, "put", key="a", status="x"), call(1, "put", key="z", status="y")
+    )
+    assert isinstance(verdict, Rejection)
+    assert "D2_provenance" in verdict.codes
+
+
+def test_item4_online_a_deviating_call_is_discarded_while_a_window_is_open() -> None:
+    from harness.provenance import TurnView
+
+    windows = Windows(
+        SchemaSoundDetector().tracker(issue15_toolset(), ONE_PHASE, {"keys": ["a", "b"]})
+    )
+    assert windows.admit(call(0, "put", key="a", status="x"), TurnView()).admission.action == (
+        "join"
+    )
+    refused = windows.admit(call(1, "put", key="from-a-result", status="x"), TurnView()).admission
+    assert refused.action == "discard"
+    assert refused.closes is not None
+    assert refused.failures[0].code == "D2_provenance"
+    again = windows.admit(call(2, "put", key="from-a-result", status="x"), TurnView()).admission
+    assert again.action == "serial"  # no window open: nothing was withheld from it
+
+
+def test_item4_the_marker_is_refused_under_any_source_and_by_both_detectors() -> None:
+    quoting = call(1, "put_slot", n=2, value="[withheld]")
+    schema = certify_calls(call(0, "put_slot", n=1, value="x"), quoting)
+    assert isinstance(schema, Rejection)
+    assert "D2_quotes_marker" in schema.codes
+    heuristic = Windows(PhaseHeuristicDetector().tracker(issue15_toolset(), None, {}))
+    heuristic.admit(call(0, "get", key="a"))
+    assert heuristic.admit(call(1, "get", key="x [withheld]")).admission.action == "discard"
+
+
+def test_item4_the_text_of_a_finished_withheld_result_is_refused() -> None:
+    from harness.provenance import TurnView
+
+    windows = Windows(SchemaSoundDetector().tracker(issue15_toolset(), ONE_PHASE, {"keys": ["a"]}))
+    windows.admit(call(0, "put_slot", n=1, value="x"), TurnView())
+    leaked = windows.admit(
+        call(1, "put_slot", n=2, value="id-7731"), TurnView((), ("id-7731",))
+    ).admission
+    assert leaked.action == "discard"
+    assert leaked.failures[0].code == "D2_quotes_marker"
+
+
+def test_item5_batch_certify_enforces_slot_counts_like_the_tracker() -> None:
+    slotted = Manifest.from_dict(
+        {
+            "skills": {
+                "s": {"phases": [{"name": "p", "kind": "fan_out", "tools": ["get"], "slots": 2}]}
+            }
+        }
+    ).skill("s")
+    calls = [call(i, "get", key=k) for i, k in enumerate("abc")]
+    verdict = SchemaSoundDetector().certify(issue15_toolset(), calls, slotted.phases[0], {})
+    assert isinstance(verdict, Rejection)
+    assert "D3_over_slots" in verdict.codes
+    two = SchemaSoundDetector().certify(issue15_toolset(), calls[:2], slotted.phases[0], {})
+    assert isinstance(two, Certificate)
+
+
+def test_item6_a_target_function_that_raises_is_not_certified_and_never_raises() -> None:
+    verdict = certify_calls(call(0, "probe", n=1), call(1, "probe", n=2))
+    assert isinstance(verdict, Certificate)
+    broken = ToolCall("call_1", "probe", json.dumps({"n": "eight"}))  # schema-invalid
+    verdict = certify_calls(call(0, "probe", n=1), broken)
+    assert isinstance(verdict, Rejection)
+    assert "D1_bad_arguments" in verdict.codes
+
+
+def test_item7_each_calls_footprint_is_computed_once_per_admission() -> None:
+    from unittest import mock
+
+    from harness.tools import Tool
+
+    calls = [call(i, "get", key=k) for i, k in enumerate("abcdefgh")]
+    with mock.patch.object(Tool, "footprint", autospec=True, side_effect=Tool.footprint) as spy:
+        windows = Windows(SchemaSoundDetector().tracker(issue15_toolset(), FANWRITE_GET, {}))
+        for c in calls:
+            assert windows.admit(c).admission.action == "join"
+    assert spy.call_count == len(calls)  # not once per pair
+
+
+FANWRITE_GET = Manifest.from_dict(
+    {"skills": {"s": {"phases": [{"name": "p", "kind": "fan_out", "tools": ["get"]}]}}}
+).skill("s")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=doc_calls(max_size=6), slots=st.one_of(st.none(), st.integers(1, 6)), data=st.data())
+def test_batch_certify_agrees_with_the_online_tracker_on_any_block_of_calls(
+    calls: list[ToolCall], slots: int | None, data: st.DataObject
+) -> None:
+    """Item 5: one decision procedure. Batch certifies a block iff the online tracker, at the
+    start of that phase, admits every call into one window, with the same reason codes."""
+    keys = data.draw(st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=4))
+    raw = {
+        "name": "p",
+        "kind": "fan_out",
+        "tools": ["read_doc", "write_doc", "append_log"],
+        "args": {"read_doc.key": "input:keys"} if data.draw(st.booleans()) else {},
+    }
+    if slots is not None:
+        raw["slots"] = slots
+    skill = Manifest.from_dict({"skills": {"s": {"phases": [raw]}}}).skill("s")
+    toolset, inputs = make_toolset(Store()), {"keys": keys}
+    verdict = SchemaSoundDetector().certify(toolset, calls, skill.phases[0], inputs)
+    windows = Windows(
+        SchemaSoundDetector(max_window=max(len(calls), 1)).tracker(toolset, skill, inputs)
+    )
+    admissions = [windows.admit(c).admission for c in calls]
+    one_window = (
+        all(a.action == "join" for a in admissions)
+        and all(a.closes is None for a in admissions)
+        and all(a.completes is None for a in admissions[:-1])
+    )
+    assert isinstance(verdict, Certificate) == one_window
+    online_codes = {f.code for a in admissions for f in a.failures}
+    if isinstance(verdict, Rejection):
+        assert online_codes <= set(verdict.codes)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    arguments=st.lists(
+        st.one_of(
+            st.just("{"),
+            st.just("[]"),
+            st.just(""),
+            st.dictionaries(
+                st.sampled_from(["n", "key", "value", "extra"]),
+                st.one_of(
+                    st.integers(-2, 2),
+                    st.floats(allow_nan=False, allow_infinity=False),
+                    st.text(max_size=3),
+                    st.none(),
+                    st.lists(st.integers(0, 3), max_size=2),
+                ),
+                max_size=3,
+            ).map(json.dumps),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    names=st.lists(st.sampled_from(["probe", "put_slot", "nope"]), min_size=4, max_size=4),
+)
+def test_item6_random_valid_and_invalid_arguments_never_raise_out_of_any_arm(
+    arguments: list[str], names: list[str]
+) -> None:
+    """Total: whatever the model writes, every arm ends with S's results, never a crash."""
+    from harness.loop import FlattenSettings, LoopConfig, run_loop
+    from harness.testing import ScriptedEngine
+
+    emitted = [ToolCall(f"c{i}", names[i], a) for i, a in enumerate(arguments)]
+
+    def script(messages: Any, tools: Any) -> Any:
+        done = sum(m["role"] == "tool" for m in messages)
+        return [emitted[done]] if done < len(emitted) else "done"
+
+    def parallel(messages: Any, tools: Any) -> Any:
+        return emitted if not any(m["role"] == "tool" for m in messages) else "done"
+
+    task = Task(id="t", prompt="p", skill="s", inputs={"keys": ["a"]})
+    outcomes = {}
+    for arm, eager in (("S", False), ("F", False), ("F", True), ("P", False)):
+        config = LoopConfig(
+            arm=arm,  # type: ignore[arg-type]
+            flatten=FlattenSettings(eager=eager),
+            max_model_errors=99,
+            max_identical_calls=99,
+        )
+        engine = ScriptedEngine(parallel if arm == "P" else script)
+        result = anyio.run(
+            functools.partial(run_loop, engine, issue15_toolset(), task, config, manifest=ONE_PHASE)
+        )
+        outcomes[(arm, eager)] = [m["content"] for m in result.messages if m["role"] == "tool"]
+    assert all(o == outcomes[("S", False)] for o in outcomes.values())
+
+
+def test_item4_provenance_holds_under_every_phase_a_call_may_belong_to() -> None:
+    """Found by the 10,000-case run: a call that an open-ended phase and a later phase both
+    list was checked against the later phase's sources only (``model``: free), so a value the
+    agent guessed while the result it needed was withheld ran after the window."""
+    skill = Manifest.from_dict(
+        {
+            "skills": {
+                "s": {
+                    "phases": [
+                        {
+                            "name": "p0",
+                            "kind": "fan_out",
+                            "tools": ["get", "put_slot"],
+                            "args": {"put_slot.value": "input:owner"},
+                        },
+                        {
+                            "name": "p1",
+                            "kind": "fan_out",
+                            "tools": ["put_slot"],
+                            "args": {"put_slot.value": "model"},
+                        },
+                    ]
+                }
+            }
+        }
+    ).skill("s")
+    from harness.provenance import TurnView
+
+    windows = Windows(SchemaSoundDetector().tracker(issue15_toolset(), skill, {"owner": "ana"}))
+    assert windows.admit(call(0, "get", key="a"), TurnView()).admission.action == "join"
+    guessed = windows.admit(call(1, "put_slot", n=1, value="unknown"), TurnView()).admission
+    assert guessed.action == "discard"
+    assert guessed.failures[0].code == "D2_provenance"

@@ -330,9 +330,15 @@ def test_a_missing_argument_makes_the_read_targets_unknown():
     assert effect.reads({}) is None
 
 
-def test_a_writer_without_read_targets_reads_what_it_writes():
+def test_a_writer_without_read_targets_reads_unknown_resources():
+    """Issue 15, item 2: unset reads are unknown, not "what it writes" (copy(a->b) reads a)."""
     effect = Effect.declare(write_targets="doc:{key}")
-    assert effect.reads({"key": "a"}) == frozenset({"doc:a"})
+    assert effect.reads({"key": "a"}) is None
+
+
+def test_a_blind_writer_declares_that_it_reads_nothing():
+    effect = Effect.declare(write_targets="doc:{key}", read_targets=())
+    assert effect.reads({"key": "a"}) == frozenset()
 
 
 def test_tool_decorator_passes_read_targets_to_the_effect():

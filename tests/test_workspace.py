@@ -12,6 +12,7 @@ import pytest
 
 from harness.calls import execute_call
 from harness.certify import SchemaSoundDetector, check_d1
+from harness.conflicts import overlaps
 from harness.engines.base import ToolCall
 from harness.errors import ManifestError
 from harness.toolsets.workspace import (
@@ -108,7 +109,9 @@ def test_the_toolset_has_the_documented_tools_and_effects() -> None:
     assert all(toolset[n].effect.idempotent for n in TOOL_NAMES if n != "append_note")
     args = {"key": "d1", "field": "owner"}
     assert toolset["get_field"].effect.reads(args) == frozenset({"doc:d1/owner"})
-    assert toolset["read_doc"].effect.reads(args) == frozenset(f"doc:d1/{f}" for f in FIELDS)
+    reads = toolset["read_doc"].effect.reads(args)
+    assert reads == frozenset({"doc:d1"})  # hierarchical: every field lies under it
+    assert all(any(overlaps(r, f"doc:d1/{f}") for r in reads) for f in FIELDS)
     assert toolset["set_owner"].effect.targets(args) == frozenset({"doc:d1/owner"})
     assert toolset["append_note"].effect.targets(args) == frozenset({"doc:d1/notes"})
     assert toolset["list_docs"].effect.reads({}) == frozenset({"catalog"})

@@ -68,7 +68,7 @@ __all__ = (
 def make_detector(name: str, *, max_window: int = 16, marker: str = DEFAULT_MARKER) -> Detector:
     """``"schema_sound"`` (default everywhere) or ``"phase_heuristic"`` (reporting control)."""
     if name in ("schema_sound", "schema"):
-        return SchemaSoundDetector(max_window=max_window)
+        return SchemaSoundDetector(max_window=max_window, marker=marker)
     if name in ("phase_heuristic", "heuristic"):
         return PhaseHeuristicDetector(marker=marker, max_window=max_window)
     raise ConfigError(f"Unknown detector {name!r}; use 'schema_sound' or 'phase_heuristic'.")

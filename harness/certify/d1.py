@@ -1,101 +1,166 @@
 """D1: every pair of calls in a window commutes on the world.
 
-Two read-only calls always do; a read and a write only when the read declares read targets
-disjoint from the write's targets; two writes only when both declare write targets and they
-are disjoint. (The paper lets "read-only or idempotent" pass on its own; we do not:
-``set(x, 1)`` and ``set(x, 2)`` are both idempotent and do not commute, and even the same
-idempotent write twice leaves the same state but not the same *results* when the tool reports
-what it replaced.)
+Each call's *footprint* — the canonical targets it reads and writes
+(:meth:`harness.tools.Tool.footprint`, :mod:`harness.effects`) — is computed once, when the
+call is admitted. Two calls conflict when a write of one overlaps a write or a read of the
+other, targets overlapping hierarchically (``doc:a`` contains ``doc:a/status``); an unknown
+side (undeclared, over the expansion bound) is every resource, so a writer that declares no
+read targets conflicts with every other write. The rule itself lives in
+:mod:`harness.conflicts`; the paper lets "read-only or idempotent" pass on its own, we do not
+(``set(x, 1)`` and ``set(x, 2)`` are both idempotent and do not commute).
 
-This module is the only place the pair rule lives. Its interface is narrow on purpose:
-:func:`call_defect` (one call the rule cannot even read), :func:`pair_conflict` (one pair),
-:func:`conflicts_with` (a call against the calls already in a window: what the online tracker
-asks on each admission) and :func:`check_d1` (a whole window, batch).
+This module applies the rule to calls: :func:`call_footprint` (a call's footprint, or why it
+has none: an unknown tool, arguments that are not a JSON object valid against the tool's
+schema, targets that cannot be resolved), :func:`pair_conflict` (one pair), :class:`
+WindowConflicts` (a call against the window still open, through an index kept in step with
+it: what the online tracker asks on each admission) and :func:`check_d1` (a whole block).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
-from harness.certify.verdict import Failure
+from harness.certify.verdict import Failure, WindowView
+from harness.conflicts import Conflict, ConflictIndex, conflict
+from harness.effects import Footprint
 from harness.engines.base import ToolCall
 from harness.tools import Toolset
 
-__all__ = ("call_defect", "check_d1", "conflicts_with", "pair_conflict")
+__all__ = (
+    "WindowConflicts",
+    "call_defect",
+    "call_footprint",
+    "check_d1",
+    "conflicts_with",
+    "pair_conflict",
+)
 
 
-def call_defect(toolset: Toolset, call: ToolCall) -> Failure | None:
-    """Why D1 cannot be decided for ``call`` at all (an unknown tool, arguments that are not
-    a JSON object), or ``None``."""
+def call_footprint(toolset: Toolset, call: ToolCall) -> Footprint | Failure:
+    """The canonical footprint of ``call``, or why it has none (then it is never certified:
+    it runs on its own and gets the serial arm's result). Never raises."""
     if call.name not in toolset:
         return Failure("D1", "D1_unknown_tool", f"'{call.name}' is not a tool", call.id)
-    if call.args.value is None:
+    arguments = call.args.value
+    if arguments is None:
         return Failure(
             "D1", "D1_bad_arguments", f"'{call.name}' arguments are not a JSON object", call.id
         )
-    return None
+    footprint = toolset[call.name].footprint(arguments)
+    if footprint.error is not None:
+        code = "D1_bad_arguments" if "schema" in footprint.error else "D1_unresolvable_targets"
+        return Failure("D1", code, f"'{call.name}': {footprint.error}", call.id)
+    return footprint
+
+
+def call_defect(toolset: Toolset, call: ToolCall) -> Failure | None:
+    """Why D1 cannot be decided for ``call`` at all, or ``None``."""
+    found = call_footprint(toolset, call)
+    return found if isinstance(found, Failure) else None
+
+
+def _failure(call: ToolCall, other: ToolCall, found: Conflict) -> Failure:
+    what = {
+        "D1_write_conflict": f"'{other.name}' and '{call.name}' both write {found.detail}",
+        "D1_read_write_conflict": (
+            f"'{call.name}' and '{other.name}': one reads what the other writes ({found.detail})"
+        ),
+        "D1_unknown_write_targets": (
+            f"'{call.name}' or '{other.name}' writes unknown targets (declare write_targets; "
+            "unannotated tools are the worst case)"
+        ),
+        "D1_unknown_read_targets": (
+            f"'{call.name}' or '{other.name}' shares a window with a write but declares no "
+            "read targets (reads unknown: declare read_targets, () for a blind write)"
+        ),
+    }[found.code]
+    return Failure("D1", found.code, what, call.id)
 
 
 def pair_conflict(toolset: Toolset, a: ToolCall, b: ToolCall) -> Failure | None:
     """Why calls ``a`` and ``b`` may not commute, or ``None`` when they do (D1, one pair)."""
-    for call in (a, b):
-        if call.name not in toolset:
-            return call_defect(toolset, call)
-    args_a, args_b = a.args.value, b.args.value
-    if args_a is None or args_b is None:
-        return call_defect(toolset, a if args_a is None else b)
-    ea, eb = toolset[a.name].effect, toolset[b.name].effect
-    if ea.read_only and eb.read_only:
+    fa, fb = call_footprint(toolset, a), call_footprint(toolset, b)
+    if isinstance(fa, Failure):
+        return fa
+    if isinstance(fb, Failure):
+        return fb
+    found = conflict(fa, fb)
+    if found is None:
         return None
-    wa, wb = ea.targets(args_a), eb.targets(args_b)
-    if wa is None or wb is None:
-        who = a if wa is None else b
-        return Failure(
-            "D1",
-            "D1_unknown_write_targets",
-            f"'{who.name}' writes but declares no write targets (unannotated tools are the worst case)",
-            who.id,
-        )
-    if wa & wb:
-        return Failure(
-            "D1",
-            "D1_write_conflict",
-            f"'{a.name}' and '{b.name}' both write {sorted(wa & wb)}",
-            b.id,
-        )
-    for reader, rargs, writes, r in ((ea, args_a, wb, a), (eb, args_b, wa, b)):
-        if not writes:
-            continue
-        reads = reader.reads(rargs)
-        if reads is None:
-            return Failure(
-                "D1",
-                "D1_unknown_read_targets",
-                f"'{r.name}' shares a window with a write but declares no read targets",
-                r.id,
-            )
-        if reads & writes:
-            return Failure(
-                "D1",
-                "D1_read_write_conflict",
-                f"'{r.name}' reads {sorted(reads & writes)}, which the window writes",
-                r.id,
-            )
-    return None
+    return _failure(b, a, Conflict(a.id, found[0], found[1]))
+
+
+class WindowConflicts:
+    """D1 against the open window, through a :class:`~harness.conflicts.ConflictIndex` kept
+    in step with it: the calls the window gained since the last question are indexed (each
+    footprint computed once per call), so an admission costs the new call's targets, never
+    a scan of the window's pairs. A different window rebuilds the index."""
+
+    def __init__(self, toolset: Toolset) -> None:
+        self.toolset = toolset
+        self._window: WindowView | None = None
+        self._indexed = 0
+        self._index = ConflictIndex()
+        self._members: dict[Hashable, ToolCall] = {}
+        self._footprints: dict[tuple[str, str, str], Footprint | Failure] = {}
+
+    def footprint(self, call: ToolCall) -> Footprint | Failure:
+        """The footprint of ``call`` (cached: an admitted call is indexed without another
+        resolution)."""
+        key = (call.id, call.name, call.arguments)
+        if key not in self._footprints:
+            if len(self._footprints) > 4096:
+                self._footprints.clear()
+            self._footprints[key] = call_footprint(self.toolset, call)
+        return self._footprints[key]
+
+    def conflict(self, window: WindowView, call: ToolCall, footprint: Footprint) -> Failure | None:
+        """The first conflict of ``call`` with a call of ``window``, or ``None``."""
+        calls = window.calls
+        if window is not self._window or len(calls) < self._indexed:
+            self._window, self._indexed = window, 0
+            self._index, self._members = ConflictIndex(), {}
+        for position in range(self._indexed, len(calls)):
+            member = calls[position]
+            found = self.footprint(member)
+            # A member without a footprint cannot be in a window; if one is, it is everything.
+            self._index.add(position, found if isinstance(found, Footprint) else _EVERYTHING)
+            self._members[position] = member
+        self._indexed = len(calls)
+        hit = self._index.find(footprint)
+        return None if hit is None else _failure(call, self._members[hit.other], hit)
+
+
+_EVERYTHING = Footprint(None, None, "no footprint")
 
 
 def conflicts_with(toolset: Toolset, window: Sequence[ToolCall], call: ToolCall) -> list[Failure]:
-    """D1 for ``call`` joining ``window`` (whose calls already commute pairwise): every
-    window call it may not commute with, in window order."""
-    return [f for other in window if (f := pair_conflict(toolset, other, call)) is not None]
+    """D1 for ``call`` joining ``window``: its first conflict (or its own defect), as a
+    list (empty when it commutes with every call of the window)."""
+    footprint = call_footprint(toolset, call)
+    if isinstance(footprint, Failure):
+        return [footprint]
+    index = ConflictIndex()
+    for position, member in enumerate(window):
+        found = call_footprint(toolset, member)
+        index.add(position, found if isinstance(found, Footprint) else _EVERYTHING)
+    hit = index.find(footprint)
+    return [] if hit is None else [_failure(call, window[int(str(hit.other))], hit)]
 
 
 def check_d1(toolset: Toolset, calls: Sequence[ToolCall]) -> list[Failure]:
-    """D1 over a whole window: every pair commutes."""
-    failures = []
-    for a, b in itertools.combinations(calls, 2):
-        failure = pair_conflict(toolset, a, b)
-        if failure is not None:
-            failures.append(failure)
+    """D1 over a whole block: every pair commutes. Footprints are computed once per call and
+    conflicts found through an index; each call that conflicts with an earlier one (or has
+    no footprint) is reported once."""
+    failures: list[Failure] = []
+    index = ConflictIndex()
+    for position, call in enumerate(calls):
+        footprint = call_footprint(toolset, call)
+        if isinstance(footprint, Failure):
+            failures.append(footprint)
+            continue
+        hit = index.find(footprint)
+        if hit is not None:
+            failures.append(_failure(call, calls[int(str(hit.other))], hit))
+        index.add(position, footprint)
     return failures

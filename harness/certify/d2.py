@@ -11,21 +11,38 @@ from (:class:`~harness.manifest.ArgSource`); an argument sourced from ``result:P
   call was generated (the call is discarded and regenerated after the absorb turn);
 * :func:`marker_failure`: without a manifest (the phase heuristic, the validator), an
   argument that quotes the withheld-result marker;
+* :func:`provenance_failures`: online and batch, for every detector, arguments that quote the
+  marker or the text of a withheld result, and (with a manifest) arguments whose value does
+  not come from their declared source (:mod:`harness.provenance`);
 * :func:`dependent_edge`: the ground truth the certification kit checks windows against.
+
+A call with a provenance failure is never admitted: discarded and regenerated after the absorb
+turn while a window is open (it may have depended on a withheld result), run on its own
+otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from harness.certify.verdict import Failure
+from harness.effects import Effect
 from harness.engines.base import ToolCall
-from harness.manifest import Phase, Skill
+from harness.manifest import ArgSource, Phase, Skill
+from harness.provenance import (
+    InputValues,
+    TurnView,
+    Violation,
+    check_provenance,
+    quotes_withheld,
+)
 
 __all__ = (
     "dependent_edge",
     "marker_failure",
     "placeholder_failure",
+    "provenance_failures",
     "withheld_arguments",
     "withheld_failure",
 )
@@ -81,6 +98,44 @@ def marker_failure(call: ToolCall, marker: str) -> Failure | None:
     return Failure(
         "D2", "D2_quotes_marker", f"'{call.name}' arguments quote a withheld result", call.id
     )
+
+
+def _violation(call: ToolCall, violation: Violation) -> Failure:
+    return Failure("D2", violation.code, f"'{call.name}': {violation.message}", call.id)
+
+
+def provenance_failures(
+    call: ToolCall,
+    *,
+    marker: str,
+    view: TurnView | None,
+    sources: Mapping[str, ArgSource] | None = None,
+    inputs: Mapping[str, Any] | InputValues | None = None,
+    effect: Effect | None = None,
+) -> list[Failure]:
+    """Arguments of ``call`` that quote the marker or a withheld result's text (every
+    detector), and, given the manifest's ``sources`` for its tool, arguments whose value
+    does not come from there. ``view``: what the call's turn could see (``None`` outside a
+    run: result-sourced values are then not checked)."""
+    arguments = call.args.value
+    if arguments is None:
+        if marker and marker in call.arguments:
+            return [Failure("D2", "D2_quotes_marker", f"'{call.name}' quotes {marker!r}", call.id)]
+        return []  # not a JSON object: D1 says so
+    withheld = () if view is None else view.withheld
+    if sources is None:
+        return [_violation(call, v) for v in quotes_withheld(arguments, marker, withheld)]
+    found = check_provenance(
+        call.name,
+        arguments,
+        sources,
+        inputs if inputs is not None else {},
+        None if view is None else view.visible,
+        marker=marker,
+        withheld=withheld,
+        effect=effect,
+    )
+    return [_violation(call, v) for v in found]
 
 
 def dependent_edge(skill: Skill, window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:

@@ -15,20 +15,26 @@ reason codes:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from harness.certify.verdict import Admission, Certificate, Rejection, WindowView
+from harness.certify.verdict import Admission, Certificate, Failure, Rejection, WindowView
 from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
+from harness.provenance import TurnView
 from harness.tools import Toolset
 
-__all__ = ("Detector", "TrackerBase", "WindowTracker")
+__all__ = ("Detector", "TrackerBase", "WindowTracker", "replay")
 
 
 class WindowTracker(Protocol):
-    """Per-run state of a detector: the phase position (never the open window itself)."""
+    """Per-run state of a detector: the phase position (never the open window itself).
+    ``view``: what the turn that generated the call could see (its visible results, the
+    withheld results that already exist), for provenance; ``None`` when unknown."""
 
-    def admit(self, call: ToolCall, window: WindowView | None) -> Admission: ...
+    def admit(
+        self, call: ToolCall, window: WindowView | None, view: TurnView | None = None
+    ) -> Admission: ...
 
     def certificate(self, window: WindowView, closed_by: str) -> Certificate | None: ...
 
@@ -51,6 +57,7 @@ class Detector(Protocol):
         calls: Sequence[ToolCall],
         phase: Phase | None,
         inputs: Mapping[str, Any] | None = None,
+        view: TurnView | None = None,
     ) -> Certificate | Rejection: ...
 
 
@@ -99,3 +106,55 @@ class TrackerBase:
         elif len(calls) >= self.max_window:
             completes = self._certificate(phase, calls, "size_cap")
         return Admission("join", phase, reason, closes=closes, completes=completes)
+
+
+@dataclass
+class _Draft:
+    """A window that only holds membership (batch replays)."""
+
+    phase: str | None
+    calls: list[ToolCall] = field(default_factory=list)
+
+
+def replay(
+    tracker: WindowTracker, calls: Sequence[ToolCall], view: TurnView | None, detector: str
+) -> Certificate | Rejection:
+    """Batch certification as the online tracker decides it: admit ``calls`` one by one
+    (all generated on one turn, ``view``); they certify as one window iff every call joins
+    and no window closes before the last call. A rejection lists every call's failures."""
+    failures: list[Failure] = []
+    window: _Draft | None = None
+    certificate: Certificate | None = None
+    for position, call in enumerate(calls):
+        admission = tracker.admit(call, window, view)
+        if admission.action != "join":
+            failures.extend(admission.failures)
+            if not admission.failures:
+                failures.append(Failure("D3", admission.reason, admission.reason, call.id))
+            window = None
+            continue
+        if admission.closes is not None:
+            failures.append(
+                Failure("D3", "D3_outside_phase", f"'{call.name}' starts another window", call.id)
+            )
+            window = None
+        if window is None:
+            window = _Draft(admission.phase)
+        window.calls.append(call)
+        if admission.completes is not None:
+            if position != len(calls) - 1:
+                nxt = calls[position + 1]
+                failures.append(
+                    Failure(
+                        "D3",
+                        "D3_over_slots",
+                        f"the window closed ({admission.completes.closed_by}) before '{nxt.name}'",
+                        nxt.id,
+                    )
+                )
+            certificate, window = admission.completes, None
+    if certificate is None and window is not None:
+        certificate = tracker.certificate(window, "batch")
+    if failures or certificate is None or certificate.n != len(calls):
+        return Rejection(detector, tuple(failures))
+    return replace(certificate, closed_by="batch")

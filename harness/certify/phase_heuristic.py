@@ -2,7 +2,8 @@
 
 It guesses that a run of consecutive read-like calls (read-only effect, or a ``get_``/
 ``read_``/``list_``/... name) is a gather phase (D3), checks D1 from the declared effects,
-and only catches a dependency (D2) when a call's arguments quote the withheld-result marker.
+and only catches a dependency (D2) when a call's arguments quote the withheld-result marker
+or the text of a withheld result that already exists (the check every detector makes).
 It is kept as a reporting control: how often a detector without declarations false-fills.
 """
 
@@ -12,13 +13,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.certify.d1 import check_d1, conflicts_with
-from harness.certify.d2 import marker_failure
+from harness.certify.d1 import WindowConflicts
+from harness.certify.d2 import provenance_failures
 from harness.certify.d3 import looks_like_gather, not_gather_failure
-from harness.certify.detector import TrackerBase, WindowTracker
-from harness.certify.verdict import DEFAULT_MARKER, Admission, Certificate, Rejection, WindowView
+from harness.certify.detector import TrackerBase, WindowTracker, replay
+from harness.certify.verdict import (
+    DEFAULT_MARKER,
+    Admission,
+    Certificate,
+    Failure,
+    Rejection,
+    WindowView,
+)
 from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
+from harness.provenance import TurnView
 from harness.tools import Toolset
 
 __all__ = ("PhaseHeuristicDetector",)
@@ -41,6 +50,7 @@ class _HeuristicTracker(TrackerBase):
     def __init__(self, toolset: Toolset, marker: str, max_window: int) -> None:
         super().__init__(toolset, max_window)
         self.marker = marker
+        self.d1 = WindowConflicts(toolset)
 
     def evidence(self, phase: str | None, n: int) -> tuple[str, ...]:
         return _evidence(phase, n)
@@ -48,19 +58,28 @@ class _HeuristicTracker(TrackerBase):
     def phase_of(self, calls: Sequence[ToolCall]) -> Phase | None:
         return None
 
-    def admit(self, call: ToolCall, window: WindowView | None) -> Admission:
-        if window is not None and (quotes := marker_failure(call, self.marker)) is not None:
-            closes = self.certificate(window, "D2_dependent_call")
-            return Admission("discard", None, "D2", closes=closes, failures=(quotes,))
+    def admit(
+        self, call: ToolCall, window: WindowView | None, view: TurnView | None = None
+    ) -> Admission:
+        quoted = provenance_failures(call, marker=self.marker, view=view)
+        if quoted:
+            if window is not None:
+                closes = self.certificate(window, "D2_dependent_call")
+                return Admission("discard", None, "D2", closes=closes, failures=tuple(quoted))
+            return Admission("serial", None, "D2", failures=tuple(quoted))
         if not looks_like_gather(self.toolset, call):
             closes = self.certificate(window, "phase_change") if window is not None else None
             failure = not_gather_failure(call)
             return Admission("serial", None, "D3", closes=closes, failures=(failure,))
+        footprint = self.d1.footprint(call)
+        if isinstance(footprint, Failure):
+            closes = self.certificate(window, "D1_conflict") if window is not None else None
+            return Admission("serial", None, "D1", closes=closes, failures=(footprint,))
         if window is not None:
-            conflicts = conflicts_with(self.toolset, window.calls, call)
-            if conflicts:
+            conflict = self.d1.conflict(window, call, footprint)
+            if conflict is not None:
                 closes = self.certificate(window, "D1_conflict")
-                return Admission("serial", None, "D1", closes=closes, failures=tuple(conflicts))
+                return Admission("serial", None, "D1", closes=closes, failures=(conflict,))
         return self._join(call, window, GATHER, "guessed", slots_done=False)
 
 
@@ -83,11 +102,8 @@ class PhaseHeuristicDetector:
         calls: Sequence[ToolCall],
         phase: Phase | None,
         inputs: Mapping[str, Any] | None = None,
+        view: TurnView | None = None,
     ) -> Certificate | Rejection:
-        failures = [not_gather_failure(c) for c in calls if not looks_like_gather(toolset, c)]
-        failures.extend(f for c in calls if (f := marker_failure(c, self.marker)) is not None)
-        failures.extend(check_d1(toolset, calls))
-        if failures:
-            return Rejection(self.name, tuple(failures))
-        ids = tuple(c.id for c in calls)
-        return Certificate(self.name, GATHER, ids, _evidence(GATHER, len(ids)), "batch")
+        """Batch: ``calls`` as one window, decided by a fresh online tracker."""
+        tracker = _HeuristicTracker(toolset, self.marker, max(len(calls), 1))
+        return replay(tracker, calls, view, self.name)

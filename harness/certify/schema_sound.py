@@ -6,8 +6,11 @@ long as the declarations are true (``harness certify`` checks that they are).
 Online, the tracker follows the run's position in the skill's phases: a call belongs to the
 current phase while it has room, else to the next phase (forward only) that lists its tool.
 A call *joins* the open window when D1-D3 hold, runs *serial*ly when one fails (after the open
-window closes), or is *discard*ed when the manifest says it needs a result of the open window
-(it was generated while that result was withheld; it is regenerated after the absorb turn).
+window closes), or is *discard*ed when it may need a result of the open window (the manifest
+says so, or an argument does not come from its declared source, or quotes a withheld result:
+it was generated while that result was withheld; it is regenerated after the absorb turn).
+Batch :meth:`SchemaSoundDetector.certify` replays the calls through a fresh tracker at the
+start of the phase (:func:`~harness.certify.detector.replay`): one decision procedure.
 Windows close on the slot-closure signal, a phase change, a call that fails certification, a
 final answer, or the size cap.
 """
@@ -18,13 +21,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.certify.d1 import call_defect, check_d1, conflicts_with
-from harness.certify.d2 import placeholder_failure, withheld_arguments, withheld_failure
+from harness.certify.d1 import WindowConflicts
+from harness.certify.d2 import (
+    placeholder_failure,
+    provenance_failures,
+    withheld_arguments,
+    withheld_failure,
+)
 from harness.certify.d3 import ambiguity_failure, phase_failures
-from harness.certify.detector import TrackerBase, WindowTracker
-from harness.certify.verdict import Admission, Certificate, Failure, Rejection, WindowView
+from harness.certify.detector import TrackerBase, WindowTracker, replay
+from harness.certify.verdict import (
+    DEFAULT_MARKER,
+    Admission,
+    Certificate,
+    Failure,
+    Rejection,
+    WindowView,
+)
+from harness.effects import Footprint
 from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
+from harness.provenance import InputValues, TurnView
 from harness.tools import Toolset
 
 __all__ = ("SchemaSoundDetector",)
@@ -44,13 +61,28 @@ class _SchemaSoundTracker(TrackerBase):
     detector_name = NAME
 
     def __init__(
-        self, toolset: Toolset, skill: Skill | None, inputs: Mapping[str, Any], max_window: int
+        self,
+        toolset: Toolset,
+        skill: Skill | None,
+        inputs: Mapping[str, Any],
+        max_window: int,
+        marker: str = DEFAULT_MARKER,
     ) -> None:
         super().__init__(toolset, max_window)
         self.skill = skill
         self.inputs = inputs
+        self.input_values = InputValues(inputs)
+        self.marker = marker
+        self.d1 = WindowConflicts(toolset)
         self.phase_index = 0
         self.phase_calls = 0
+        self._slot_counts: dict[str, int | None] = {}
+
+    def _slots(self, phase: Phase) -> int | None:
+        """The phase's slot count for this task (computed once per phase)."""
+        if phase.name not in self._slot_counts:
+            self._slot_counts[phase.name] = phase.slot_count(self.inputs)
+        return self._slot_counts[phase.name]
 
     def evidence(self, phase: str | None, n: int) -> tuple[str, ...]:
         return _evidence(phase, n)
@@ -62,7 +94,7 @@ class _SchemaSoundTracker(TrackerBase):
             return None
         phases = self.skill.phases
         current = phases[self.phase_index]
-        slots = current.slot_count(self.inputs)
+        slots = self._slots(current)
         if tool in current.tools and (slots is None or self.phase_calls < slots):
             return self.phase_index
         for index in range(self.phase_index + 1, len(phases)):
@@ -85,11 +117,13 @@ class _SchemaSoundTracker(TrackerBase):
         if self.skill is None or index is None:
             return []
         phase = self.skill.phases[index]
-        if phase.slot_count(self.inputs) is not None:
+        if self._slots(phase) is not None:
             return []
         return [p for p in self.skill.phases[index + 1 :] if tool in p.tools]
 
-    def admit(self, call: ToolCall, window: WindowView | None) -> Admission:
+    def admit(
+        self, call: ToolCall, window: WindowView | None, view: TurnView | None = None
+    ) -> Admission:
         index = self._locate(call.name)
         phase = None if index is None or self.skill is None else self.skill.phases[index]
         rivals = self._rivals(call.name, index)
@@ -104,41 +138,73 @@ class _SchemaSoundTracker(TrackerBase):
                 failure = withheld_failure(call, dependent, window.phase)
                 closes = self.certificate(window, "D2_dependent_call")
                 return Admission("discard", pname, "D2", closes=closes, failures=(failure,))
+        refused = self._provenance(call, (phase, *rivals), view)
+        if refused and window is not None:
+            # It may have taken a value from a result withheld from its turn: regenerate it
+            # after the absorb turn, when every result is in view.
+            closes = self.certificate(window, "D2_dependent_call")
+            return Admission("discard", pname, "D2", closes=closes, failures=tuple(refused))
         if index is not None:
             self.phase_calls += 1
-        failures = self._certify_one(call, phase)
+        footprint = self.d1.footprint(call)
+        failures = self._certify_one(call, phase, footprint)
         if not failures and rivals:
             assert phase is not None
             failures = [ambiguity_failure(call, phase, rivals)]
+        failures.extend(refused)
         if failures:
             reason = failures[0].code
             closes = self.certificate(window, reason) if window is not None else None
             return Admission("serial", pname, reason, closes=closes, failures=tuple(failures))
         assert phase is not None
+        assert isinstance(footprint, Footprint)
         closes = None
         if window is not None and window.phase != pname:
             closes, window = self.certificate(window, "phase_change"), None
         if window is not None:
-            conflicts = conflicts_with(self.toolset, window.calls, call)
-            if conflicts:
+            conflict = self.d1.conflict(window, call, footprint)
+            if conflict is not None:
                 closes = self.certificate(window, "D1_conflict")
-                return Admission("serial", pname, "D1", closes=closes, failures=tuple(conflicts))
-        slots = phase.slot_count(self.inputs)
+                return Admission("serial", pname, "D1", closes=closes, failures=(conflict,))
+        slots = self._slots(phase)
         done = slots is not None and self.phase_calls >= slots
         return self._join(call, window, pname, "certified", slots_done=done, closes=closes)
 
-    def _certify_one(self, call: ToolCall, phase: Phase | None) -> list[Failure]:
-        """D3 and schema-level D2 for one call, and whether D1 can read it at all; the first
-        failure only (a serial call needs one reason)."""
-        d3 = phase_failures(phase, [call], self.inputs, count=self.phase_calls)
-        if d3:
-            return d3[:1]
-        assert phase is not None
-        d2 = placeholder_failure(phase, call)
-        if d2 is not None:
-            return [d2]
-        defect = call_defect(self.toolset, call)
-        return [defect] if defect is not None else []
+    def _provenance(
+        self, call: ToolCall, phases: Sequence[Phase | None], view: TurnView | None
+    ) -> list[Failure]:
+        """Arguments not from their declared sources and arguments that quote a withheld
+        result (:mod:`harness.provenance`), under *every* phase the call may belong to: a
+        violation under any of them refuses the call (its phase is not known, so neither is
+        where its arguments should come from)."""
+        effect = self.toolset[call.name].effect if call.name in self.toolset else None
+        found: dict[str, Failure] = {}
+        known: list[Phase | None] = [p for p in phases if p is not None]
+        for phase in known or [None]:
+            sources = phase.sources(call.name) if phase is not None else {}
+            for failure in provenance_failures(
+                call,
+                marker=self.marker,
+                view=view,
+                sources=sources,
+                inputs=self.input_values,
+                effect=effect,
+            ):
+                found.setdefault(failure.message, failure)
+        return list(found.values())
+
+    def _certify_one(
+        self, call: ToolCall, phase: Phase | None, footprint: Footprint | Failure
+    ) -> list[Failure]:
+        """D3 and schema-level D2 for one call, and whether it has a footprint at all (a
+        known tool, arguments valid against its schema, resolvable targets): the first D3
+        failure, then every other."""
+        failures = phase_failures(phase, [call], self.inputs, count=self.phase_calls)[:1]
+        if phase is not None and (d2 := placeholder_failure(phase, call)) is not None:
+            failures.append(d2)
+        if isinstance(footprint, Failure):
+            failures.append(footprint)
+        return failures
 
 
 @dataclass(frozen=True)
@@ -147,11 +213,12 @@ class SchemaSoundDetector:
 
     max_window: int = 16
     name: str = NAME
+    marker: str = DEFAULT_MARKER
 
     def tracker(
         self, toolset: Toolset, skill: Skill | None, inputs: Mapping[str, Any]
     ) -> WindowTracker:
-        return _SchemaSoundTracker(toolset, skill, inputs, self.max_window)
+        return _SchemaSoundTracker(toolset, skill, inputs, self.max_window, self.marker)
 
     def certify(
         self,
@@ -159,15 +226,11 @@ class SchemaSoundDetector:
         calls: Sequence[ToolCall],
         phase: Phase | None,
         inputs: Mapping[str, Any] | None = None,
+        view: TurnView | None = None,
     ) -> Certificate | Rejection:
-        failures = phase_failures(phase, calls, inputs or {})
-        if phase is not None:
-            failures.extend(f for c in calls if (f := placeholder_failure(phase, c)) is not None)
-        failures.extend(check_d1(toolset, calls) if len(calls) > 1 else [])
-        if len(calls) == 1 and (defect := call_defect(toolset, calls[0])) is not None:
-            failures.append(defect)
-        if failures:
-            return Rejection(self.name, tuple(failures))
-        assert phase is not None
-        ids = tuple(c.id for c in calls)
-        return Certificate(self.name, phase.name, ids, _evidence(phase.name, len(ids)), "batch")
+        """Batch: ``calls`` as one window of ``phase``, decided by a fresh online tracker at
+        the start of that phase (slot counts, provenance, D1-D3: the same rules and codes).
+        ``view``: what the turn that generated them could see, when known."""
+        skill = None if phase is None else Skill("batch", (phase,))
+        tracker = _SchemaSoundTracker(toolset, skill, inputs or {}, max(len(calls), 1), self.marker)
+        return replay(tracker, calls, view, self.name)

@@ -5,10 +5,12 @@ These are the certifier's outputs, shared by the rules (:mod:`~harness.certify.d
 :func:`~harness.certify.certify` and the online tracker, so both paths speak the same reason
 codes. Codes, by condition:
 
-``D1``  ``D1_unknown_tool``, ``D1_bad_arguments``, ``D1_unknown_write_targets``,
-        ``D1_write_conflict``, ``D1_unknown_read_targets``, ``D1_read_write_conflict``
+``D1``  ``D1_unknown_tool``, ``D1_bad_arguments``, ``D1_unresolvable_targets``,
+        ``D1_unknown_write_targets``, ``D1_write_conflict``, ``D1_unknown_read_targets``,
+        ``D1_read_write_conflict``
 ``D2``  ``D2_result_placeholder`` (the manifest sources an argument from a result inside the
-        window), ``D2_quotes_marker`` (an argument quotes a withheld result)
+        window), ``D2_provenance`` (an argument is not from its declared source),
+        ``D2_quotes_marker`` (an argument quotes the marker or a withheld result's text)
 ``D3``  ``D3_no_phase``, ``D3_chain_phase``, ``D3_outside_phase``, ``D3_over_slots``,
         ``D3_ambiguous_phase``, ``D3_not_gather`` (the phase heuristic's guess said no)
 """

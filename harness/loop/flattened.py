@@ -11,8 +11,9 @@ detector's tracker through :class:`~harness.window.Windows`, and the admission i
   every result replaces its marker in emitted order and the next generation is the window's
   absorb turn, whose context is message for message the serial arm's;
 * **serial**: a call that does not certify runs on its own, after the open window closes;
-* **discard**: a call generated while a result it needed was withheld (D2) is dropped and
-  regenerated after the absorb turn, counted against ``flatten.max_discards``.
+* **discard**: a call generated while a result it needed was withheld (D2: the manifest says
+  so, an argument does not come from its declared source, or quotes a withheld result) is
+  dropped and regenerated after the absorb turn, counted against ``flatten.max_discards``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from harness.certify import Detector
 from harness.engines.base import Completion, GenerationSettings, ToolCall
 from harness.loop.serial import serial_settings
 from harness.loop.state import RunState
+from harness.provenance import TurnView
 from harness.window import Window, Windows
 
 __all__ = ("FlattenedArm",)
@@ -66,12 +68,22 @@ class FlattenedArm:
                 return False
             self.state.transcript.append_answer(completion)
             return True
+        view = self._view()  # every call of one reply was generated on the same turn
         for call in completion.tool_calls:
-            await self._admit(call, completion)
+            await self._admit(call, completion, view)
         return False
 
-    async def _admit(self, call: ToolCall, completion: Completion) -> None:
-        step = self.windows.admit(call)
+    def _view(self) -> TurnView:
+        """What the turn just generated could see: the results in the context, and the
+        withheld results that already exist (eager dispatch)."""
+        window = self.windows.window
+        return TurnView(
+            self.state.transcript.visible_results(self.state.config.marker),
+            window.finished_texts() if window is not None else (),
+        )
+
+    async def _admit(self, call: ToolCall, completion: Completion, view: TurnView) -> None:
+        step = self.windows.admit(call, view)
         if step.closed is not None:
             await self.state.reveal(step.closed)
         admission = step.admission

@@ -1,9 +1,10 @@
 """Arm P, native parallel: the model emits a step's independent calls in one message.
 
-A message of several calls that the detector certifies in batch runs concurrently (one
-window, closed by the message); any other message runs its calls one by one in emitted order.
-The tracker still follows the run's phase position (through draft windows), so later
-messages are attributed to the right phase.
+A message of several calls that the run's tracker admits into one window (the decision
+procedure of arm F and of batch certification) runs concurrently (one window, closed by the
+message); any other message runs its calls one by one in emitted order. The tracker follows
+the run's phase position (through draft windows), so later messages are attributed to the
+right phase.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from functools import partial
 
 from anyio.abc import TaskGroup
 
-from harness.certify import Certificate, Detector
+from harness.certify import Detector
 from harness.engines.base import Completion, GenerationSettings
 from harness.engines.batch import gather
 from harness.loop.policy import with_room_for_forced
 from harness.loop.state import RunState
 from harness.manifest import Phase
+from harness.provenance import TurnView
 from harness.window import Windows
 
 __all__ = ("ParallelArm",)
@@ -61,11 +63,16 @@ class ParallelArm:
             state.transcript.append_answer(completion)
             return True
         phase = self.phase_of(completion)
-        verdict = self.detector.certify(state.toolset, calls, phase, state.task.inputs)
-        certified = len(calls) > 1 and isinstance(verdict, Certificate)
-        for call in calls:  # advance the phase position
-            self.windows.admit(call)
+        # The run's own tracker decides (the procedure of arm F and of batch certify): the
+        # message is one window iff every call joins it and it closes on no call but the last.
+        view = TurnView(state.transcript.visible_results(state.config.marker))
+        steps = [self.windows.admit(call, view) for call in calls]
         self.windows.close("message")
+        certified = (
+            len(calls) > 1
+            and all(s.admission.action == "join" and s.closed is None for s in steps)
+            and all(s.completed is None for s in steps[:-1])
+        )
         state.transcript.append_calls(completion, calls)
         self.step += 1
         if not certified:

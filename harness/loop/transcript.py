@@ -29,6 +29,15 @@ class Transcript:
         """Tool messages so far (results and markers: every call emitted and kept)."""
         return sum(1 for m in self.messages if m["role"] == "tool")
 
+    def visible_results(self, marker: str) -> tuple[str, ...]:
+        """The result texts in the context now (markers of withheld results left out): what
+        the turn about to be handled could see, for provenance."""
+        return tuple(
+            str(m.get("content", ""))
+            for m in self.messages
+            if m["role"] == "tool" and m.get("content") != marker
+        )
+
     def append_calls(self, completion: Completion, calls: Sequence[ToolCall]) -> None:
         """The assistant message carrying ``calls`` (of ``completion``)."""
         message = completion.to_message()

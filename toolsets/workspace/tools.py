@@ -4,18 +4,23 @@ Every tool declares its effect, and the targets are per *field* of a document
 (``"doc:{key}/{field}"``), so D1 can tell apart writes that touch different fields of one
 document (they commute) from writes that touch the same one (they do not):
 
-==============  ==========================================  ================================
+==============  ==========================================  ==================================
 tool            effect                                      targets (from the arguments)
-==============  ==========================================  ================================
+==============  ==========================================  ==================================
 list_docs       read-only                                   reads ``catalog``
-read_doc        read-only                                   reads ``doc:{key}/*`` (all fields)
+read_doc        read-only                                   reads ``doc:{key}`` (every field:
+                                                            ``doc:{key}/status`` lies under it)
 get_field       read-only                                   reads ``doc:{key}/{field}``
-set_status      idempotent, destructive (overwrites)        writes ``doc:{key}/status``
-set_owner       idempotent, destructive                     writes ``doc:{key}/owner``
-set_priority    idempotent, destructive                     writes ``doc:{key}/priority``
-add_tag         idempotent, not destructive (set insert)    writes ``doc:{key}/tags``
-append_note     NOT idempotent, not destructive (a log)     writes ``doc:{key}/notes``
-==============  ==========================================  ================================
+set_status      idempotent, destructive (overwrites)        writes ``doc:{key}/status``, reads
+                                                            nothing (a blind overwrite)
+set_owner       idempotent, destructive                     writes ``doc:{key}/owner``, reads -
+set_priority    idempotent, destructive                     writes ``doc:{key}/priority``, -
+add_tag         idempotent, not destructive (set insert)    writes and reads ``doc:{key}/tags``
+append_note     NOT idempotent, not destructive (a log)     writes and reads ``doc:{key}/notes``
+==============  ==========================================  ==================================
+
+A writer must say what it reads: undeclared reads are unknown (every resource), and would
+keep every write out of its window.
 
 Results are JSON data whose value never depends on the order of calls that commute (a write
 returns what it wrote, not what was there before), and ``harness.calls.render_result``
@@ -35,7 +40,7 @@ import pydantic
 
 from harness.tools import Tool, Toolset, tool
 from harness.toolsets.workspace.latency import Latency
-from harness.toolsets.workspace.store import FIELDS, Field, Status, WorkspaceState
+from harness.toolsets.workspace.store import Field, Status, WorkspaceState
 
 __all__ = ("TOOL_NAMES", "make_toolset")
 
@@ -55,8 +60,6 @@ Priority = Annotated[int, pydantic.Field(ge=1, le=5, description="1 (lowest) to 
 Owner = Annotated[str, pydantic.Field(min_length=1, description="Owner name, e.g. 'ana'.")]
 Tag = Annotated[str, pydantic.Field(min_length=1, description="Tag, e.g. 'urgent'.")]
 Text = Annotated[str, pydantic.Field(min_length=1, description="The note text, verbatim.")]
-
-_ALL_FIELDS = tuple(f"doc:{{key}}/{name}" for name in FIELDS)
 
 
 def make_toolset(
@@ -82,7 +85,7 @@ def make_toolset(
         await pause("list_docs", {})
         return state.keys()
 
-    @tool(read_only=True, read_targets=_ALL_FIELDS, timeout_s=timeout_s)
+    @tool(read_only=True, read_targets="doc:{key}", timeout_s=timeout_s)  # every field under it
     async def read_doc(key: Key) -> dict[str, Any]:
         """Read one document: its key, title, owner, status, priority, tags, next (the key of
         the next document in its chain, or null) and notes."""
@@ -95,21 +98,36 @@ def make_toolset(
         await pause("get_field", {"key": key, "field": field})
         return {"key": key, field: state.get(key).to_dict()[field]}
 
-    @tool(idempotent=True, write_targets="doc:{key}/status", timeout_s=timeout_s)
+    @tool(
+        idempotent=True,
+        write_targets="doc:{key}/status",
+        read_targets=(),  # a blind overwrite: it returns what it wrote, never what was there
+        timeout_s=timeout_s,
+    )
     async def set_status(key: Key, status: Status) -> dict[str, Any]:
         """Set the status of one document (draft, review, approved or archived)."""
         await pause("set_status", {"key": key, "status": status})
         state.update(key, status=status)
         return {"key": key, "status": status}
 
-    @tool(idempotent=True, write_targets="doc:{key}/owner", timeout_s=timeout_s)
+    @tool(
+        idempotent=True,
+        write_targets="doc:{key}/owner",
+        read_targets=(),  # a blind overwrite: it returns what it wrote, never what was there
+        timeout_s=timeout_s,
+    )
     async def set_owner(key: Key, owner: Owner) -> dict[str, Any]:
         """Set the owner of one document."""
         await pause("set_owner", {"key": key, "owner": owner})
         state.update(key, owner=owner)
         return {"key": key, "owner": owner}
 
-    @tool(idempotent=True, write_targets="doc:{key}/priority", timeout_s=timeout_s)
+    @tool(
+        idempotent=True,
+        write_targets="doc:{key}/priority",
+        read_targets=(),  # a blind overwrite: it returns what it wrote, never what was there
+        timeout_s=timeout_s,
+    )
     async def set_priority(key: Key, priority: Priority) -> dict[str, Any]:
         """Set the priority of one document (1 lowest to 5 highest)."""
         if not 1 <= priority <= 5:  # also in the schema; checked here so the store never drifts
@@ -122,6 +140,7 @@ def make_toolset(
         idempotent=True,
         destructive=False,
         write_targets="doc:{key}/tags",
+        read_targets="doc:{key}/tags",  # a set insert reads the tags it extends
         timeout_s=timeout_s,
     )
     async def add_tag(key: Key, tag: Tag) -> dict[str, Any]:
@@ -135,6 +154,7 @@ def make_toolset(
         idempotent=False,
         destructive=False,
         write_targets="doc:{key}/notes",
+        read_targets="doc:{key}/notes",  # it returns how many notes there are
         timeout_s=timeout_s,
     )
     async def append_note(key: Key, text: Text) -> dict[str, Any]:

@@ -1,0 +1,231 @@
+"""Provenance: does each argument of a call come from where the manifest says it comes from?
+
+The manifest declares, per ``tool.argument``, a *source*; the certifier trusts it for D2. A
+model is free to deviate, so before a call joins a window the certifier checks the values it
+can check, as a pure function of the call, the manifest, the task inputs and what the call's
+turn could see (:func:`check_provenance`):
+
+``input:FIELD``
+    the value must be one of that input's values: the input itself or any value inside it (an
+    element of a list, a value of a table, at any depth; a list argument: every element).
+    ``input`` (no field): one of the values of any input field. Compared canonically (:func:`~harness.effects.canonical_text`) and,
+    when the tool declares a fold for the argument, after folding both sides.
+``result:PHASE``
+    the value must appear in a result the call's turn could see (a string: inside one such
+    result's text; any other value: its canonical text equals a value in one such result).
+    Checked when the turn is known (the loop always passes it); a call certified outside a
+    run (batch ``certify`` without a view) has no turn to check against.
+``args:PHASE``, ``model``
+    not checked here (arguments are visible when emitted; ``model`` is free).
+
+Under **every** source, and for every detector, an argument that contains the withheld-result
+marker, or the full text of a result withheld from the call's turn, is a D2 violation: the
+call was generated without something it quotes (:func:`quotes_withheld`).
+
+A call with a violation is never admitted into a window: it is discarded and regenerated
+after the open window's absorb turn when a window is open (the value may have depended on a
+withheld result), otherwise it runs on its own. Either way the ledger counts it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from harness.effects import Effect, Fold, canonical_text
+from harness.manifest import ArgSource
+
+__all__ = ("InputValues", "TurnView", "Violation", "check_provenance", "quotes_withheld")
+
+ViolationKind = Literal["marker", "withheld_text", "not_an_input", "not_in_visible_results"]
+
+
+@dataclass(frozen=True)
+class TurnView:
+    """What the turn that generated a call could see: the texts of the results in its
+    context (``visible``) and of the results withheld from it that already exist
+    (``withheld``: with eager dispatch a withheld call may have finished)."""
+
+    visible: tuple[str, ...] = ()
+    withheld: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One argument whose value does not come from its declared source."""
+
+    argument: str
+    kind: ViolationKind
+    message: str
+
+    @property
+    def code(self) -> str:
+        return "D2_quotes_marker" if self.kind in ("marker", "withheld_text") else "D2_provenance"
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, Mapping):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def quotes_withheld(
+    arguments: Mapping[str, Any], marker: str, withheld: Sequence[str] = ()
+) -> list[Violation]:
+    """Arguments that contain ``marker`` or the full text of a withheld result (any string
+    inside them, at any depth)."""
+    out = []
+    texts = [w for w in withheld if w]
+    for name, value in arguments.items():
+        for leaf in _leaves(value):
+            text = leaf if isinstance(leaf, str) else canonical_text(leaf)
+            if marker and marker in text:
+                out.append(Violation(name, "marker", f"argument {name!r} quotes {marker!r}"))
+                break
+            if any(w in text for w in texts) if isinstance(leaf, str) else text in texts:
+                out.append(
+                    Violation(name, "withheld_text", f"argument {name!r} quotes a withheld result")
+                )
+                break
+    return out
+
+
+class InputValues:
+    """The task inputs, indexed for provenance: per field, the canonical spelling of the
+    field and of every value inside it (at any depth), folded on demand. Built once per run
+    (a pure function of the inputs)."""
+
+    def __init__(self, inputs: Mapping[str, Any]) -> None:
+        self.fields: dict[str, set[str]] = {}
+        for name, value in inputs.items():
+            spelled: set[str] = set()
+            self._walk(value, spelled)
+            self.fields[name] = spelled
+        self.every = set().union(*self.fields.values()) if self.fields else set()
+        self._folded: dict[tuple[str | None, Fold], set[str]] = {}
+
+    def _walk(self, value: Any, out: set[str]) -> None:
+        with contextlib.suppress(TypeError):  # a value with no canonical form allows nothing
+            out.add(canonical_text(value))
+        if isinstance(value, Mapping):
+            for inner in value.values():
+                self._walk(inner, out)
+        elif isinstance(value, list | tuple | set | frozenset):
+            for inner in value:
+                self._walk(inner, out)
+
+    def allowed(self, ref: str | None, fold: Fold | None) -> set[str] | None:
+        """The spellings ``input[:ref]`` allows (``None``: no such field to check against)."""
+        if ref is not None and ref not in self.fields:
+            return None
+        plain = self.every if ref is None else self.fields[ref]
+        if fold is None:
+            return plain
+        key = (ref, fold)
+        if key not in self._folded:
+            self._folded[key] = plain | {_fold_text(fold, t) for t in plain}
+        return self._folded[key]
+
+
+def _fold_text(fold: Fold, text: str) -> str:
+    try:
+        return fold(text)
+    except Exception:  # a fold that cannot read this text folds nothing
+        return text
+
+
+@functools.lru_cache(maxsize=4096)
+def _result_leaves(text: str) -> frozenset[str]:
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return frozenset({text})
+    try:
+        return frozenset({canonical_text(v) for v in _leaves(decoded)} | {text})
+    except TypeError:
+        return frozenset({text})
+
+
+def check_provenance(
+    tool: str,
+    arguments: Mapping[str, Any],
+    sources: Mapping[str, ArgSource],
+    inputs: Mapping[str, Any] | InputValues,
+    visible_results: Sequence[str] | None,
+    *,
+    marker: str,
+    withheld: Sequence[str] = (),
+    effect: Effect | None = None,
+) -> list[Violation]:
+    """Every argument of a call to ``tool`` whose value does not come from its declared
+    source (see the module docstring). ``visible_results``: the texts of the results the
+    call's turn could see (``None``: the turn is not known, as for calls certified outside a
+    run; result-sourced arguments are then not checked); ``withheld``: the texts of results
+    withheld from it, where known (with eager dispatch a withheld call may already have its
+    result)."""
+    index = inputs if isinstance(inputs, InputValues) else InputValues(inputs)
+    shown = visible_results or ()
+    out = quotes_withheld(arguments, marker, [w for w in withheld if w not in shown])
+    flagged = {v.argument for v in out}
+    leaves: set[str] | None = None
+    for name, source in sorted(sources.items()):
+        if name in flagged or name not in arguments:
+            continue
+        value = arguments[name]
+        fold = effect.fold_for(name) if effect is not None else None
+
+        def spell(v: Any, fold: Fold | None = fold) -> str:
+            text = canonical_text(v)
+            return _fold_text(fold, text) if fold is not None and isinstance(v, str) else text
+
+        if source.kind == "input":
+            allowed = index.allowed(source.ref, fold)
+            if allowed is None:
+                continue
+            wanted = value if isinstance(value, list | tuple) else [value]
+            if spell(value) in allowed or all(spell(v) in allowed for v in wanted):
+                continue
+            where = f"input {source.ref!r}" if source.ref else "the task inputs"
+            out.append(
+                Violation(
+                    name,
+                    "not_an_input",
+                    f"'{tool}' argument {name!r} = {_short(value)} is not one of {where}'s "
+                    "values, where the manifest sources it",
+                )
+            )
+        elif source.kind == "result" and visible_results is not None:
+            if leaves is None:
+                leaves = set().union(*(_result_leaves(r) for r in visible_results))
+            wanted = value if isinstance(value, list | tuple) else [value]
+            if all(_appears(v, visible_results, leaves) for v in wanted):
+                continue
+            out.append(
+                Violation(
+                    name,
+                    "not_in_visible_results",
+                    f"'{tool}' argument {name!r} = {_short(value)} appears in no result its "
+                    f"turn could see (the manifest sources it from result:{source.ref})",
+                )
+            )
+    return out
+
+
+def _appears(value: Any, results: Sequence[str], leaves: set[str]) -> bool:
+    if isinstance(value, str):
+        return value == "" or value in leaves or any(value in r for r in results)
+    return canonical_text(value) in leaves
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "…"

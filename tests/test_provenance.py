@@ -1,0 +1,97 @@
+"""Claims about provenance: arguments come from where the manifest says (issue 15, item 4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.effects import Effect
+from harness.manifest import ArgSource
+from harness.provenance import check_provenance, quotes_withheld
+
+MARKER = "[withheld]"
+
+
+def check(
+    arguments: dict[str, Any],
+    sources: dict[str, str],
+    inputs: dict[str, Any] | None = None,
+    visible: tuple[str, ...] = (),
+    withheld: tuple[str, ...] = (),
+    effect: Effect | None = None,
+) -> list[str]:
+    parsed = {k: ArgSource.parse(v) for k, v in sources.items()}
+    found = check_provenance(
+        "t",
+        arguments,
+        parsed,
+        inputs or {},
+        visible,
+        marker=MARKER,
+        withheld=withheld,
+        effect=effect,
+    )
+    return [v.kind for v in found]
+
+
+def test_an_input_sourced_argument_must_be_one_of_that_inputs_values() -> None:
+    inputs = {"keys": ["a", "b"], "status": "done"}
+    assert check({"key": "a"}, {"key": "input:keys"}, inputs) == []
+    assert check({"key": "c"}, {"key": "input:keys"}, inputs) == ["not_an_input"]
+    assert check({"status": "done"}, {"status": "input:status"}, inputs) == []
+    assert check({"status": "a"}, {"status": "input:status"}, inputs) == ["not_an_input"]
+
+
+def test_an_input_sourced_list_argument_must_hold_only_input_values() -> None:
+    inputs = {"keys": ["a", "b", "c"]}
+    assert check({"keys": ["a", "c"]}, {"keys": "input:keys"}, inputs) == []
+    assert check({"keys": ["a", "z"]}, {"keys": "input:keys"}, inputs) == ["not_an_input"]
+
+
+def test_a_bare_input_source_accepts_any_input_value() -> None:
+    inputs = {"keys": ["a"], "owner": "ana"}
+    assert check({"who": "ana"}, {"who": "input"}, inputs) == []
+    assert check({"who": "bob"}, {"who": "input"}, inputs) == ["not_an_input"]
+
+
+def test_input_values_compare_canonically_and_through_the_tools_fold() -> None:
+    inputs = {"n": [1, 2], "names": ["Ana"]}
+    assert check({"n": 1.0}, {"n": "input:n"}, inputs) == []
+    folded = Effect.declare(
+        idempotent=True, write_targets="u:{name}", read_targets=(), canonical="case"
+    )
+    assert check({"name": "ANA"}, {"name": "input:names"}, inputs, effect=folded) == []
+    assert check({"name": "ANA"}, {"name": "input:names"}, inputs) == ["not_an_input"]
+
+
+def test_a_result_sourced_argument_must_appear_in_a_visible_result() -> None:
+    visible = ('{"key": "a", "next": "d417"}',)
+    assert check({"key": "d417"}, {"key": "result:read"}, visible=visible) == []
+    assert check({"key": "d558"}, {"key": "result:read"}, visible=visible) == [
+        "not_in_visible_results"
+    ]
+    assert check({"n": 3}, {"n": "result:read"}, visible=('{"count": 3}',)) == []
+    assert check({"n": 4}, {"n": "result:read"}, visible=('{"count": 3}',)) == [
+        "not_in_visible_results"
+    ]
+
+
+def test_the_withheld_marker_is_a_violation_under_any_source() -> None:
+    for source in ("model", "input:keys", "args:p", "result:p"):
+        kinds = check({"key": f"x {MARKER}"}, {"key": source}, {"keys": ["x"]})
+        assert kinds == ["marker"], source
+    assert [v.code for v in quotes_withheld({"a": [{"b": MARKER}]}, MARKER)] == ["D2_quotes_marker"]
+
+
+def test_the_text_of_a_withheld_result_is_a_violation_unless_it_is_also_visible() -> None:
+    assert check({"key": "u-17"}, {"key": "model"}, withheld=("u-17",)) == ["withheld_text"]
+    assert check({"n": 17}, {"n": "model"}, withheld=("17",)) == ["withheld_text"]
+    assert check({"key": "u-17"}, {"key": "model"}, visible=("u-17",), withheld=("u-17",)) == []
+
+
+def test_model_and_args_sources_are_free() -> None:
+    assert check({"key": "anything"}, {"key": "model"}) == []
+    assert check({"key": "anything"}, {"key": "args:p"}) == []
+
+
+def test_an_argument_the_manifest_does_not_mention_is_free() -> None:
+    assert check({"key": "anything"}, {}) == []
