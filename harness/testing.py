@@ -24,7 +24,7 @@ import itertools
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,8 +204,8 @@ class ScriptedEngine(ClosingContext):
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
         settings: GenerationSettings,
-    ) -> AsyncIterator[str | Completion]:
-        """The optional streaming extension (see :mod:`harness.fabric.plan`): the reply text
+    ) -> AsyncGenerator[str | Completion, None]:
+        """The streaming extension (:class:`~harness.engines.base.StreamingEngine`): the reply text
         one line at a time, each after its share of the simulated decode time (at least a
         checkpoint), then the whole :class:`Completion` last. Recorded in ``requests`` like
         :meth:`generate`; the request finishes after its last line."""

@@ -16,7 +16,7 @@ job (the loop only sees structured :class:`ToolCall` values).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
@@ -27,6 +27,7 @@ __all__ = (
     "Engine",
     "GenerationSettings",
     "Message",
+    "StreamingEngine",
     "Timings",
     "ToolCall",
     "ToolSpec",
@@ -190,6 +191,25 @@ class Engine(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+@runtime_checkable
+class StreamingEngine(Protocol):
+    """The streaming extension of :class:`Engine`: ``stream`` takes what ``generate`` takes and
+    yields the reply's text as it is decoded (``str`` deltas, in order, that concatenate to the
+    reply's text) and, last, the whole :class:`Completion` (usage, timings, finish reason,
+    parsed tool calls), exactly what ``generate`` would have returned. Failures are raised
+    like ``generate``'s; closing the iterator early (``aclosing``) or cancelling the consumer
+    aborts the request. The in-process vLLM engine, the HTTP engine (server-sent events) and
+    the scripted engine implement it; detect it with ``isinstance(engine, StreamingEngine)``.
+    """
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> AsyncGenerator[str | Completion, None]: ...
 
 
 class ClosingContext:

@@ -3,7 +3,7 @@
 The task is §8's "technical architecture document with cross-referenced sections". Six of
 the nodes are high-stakes MODERATE (consensus N=3 under the default gating, as in §2.4); the
 rest are TRIVIAL or SIMPLE. :func:`example_graph` builds it, :func:`example_plan` writes it
-as a JSON Lines plan, and :func:`demo_engine` is a scripted engine (no model) that answers the
+as a plan (plan lines), and :func:`demo_engine` is a scripted engine (no model) that answers the
 planner, the nodes and the composer, for trying the fabric without a model.
 """
 
@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.engines.base import Message, ToolSpec
+from harness.fabric.decompose import COMPOSER_SYSTEM
 from harness.fabric.graph import Criticality, Node, TaskGraph, llm_node
-from harness.fabric.plan import COMPOSER_SYSTEM, PLANNER_SYSTEM, plan_to_jsonl
+from harness.fabric.plan import PLANNER_SYSTEM, plan_to_text
 from harness.testing import ScriptedEngine
 
 __all__ = ("EXAMPLE_TASK", "demo_engine", "example_graph", "example_plan")
@@ -60,8 +61,8 @@ def example_graph(*, consensus: bool = True, max_tokens: int | None = None) -> T
 
 
 def example_plan(*, consensus: bool = True) -> str:
-    """The example graph as the JSON Lines plan a planner would write."""
-    return plan_to_jsonl(example_graph(consensus=consensus))
+    """The example graph as the plan a planner would write (plan lines)."""
+    return plan_to_text(example_graph(consensus=consensus))
 
 
 def _demo_plan(task: str) -> str:
@@ -77,7 +78,7 @@ def _demo_plan(task: str) -> str:
             high_stakes=True,
         ),
     ]
-    return plan_to_jsonl(nodes)
+    return plan_to_text(nodes)
 
 
 def _demo_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
