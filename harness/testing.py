@@ -231,7 +231,9 @@ class ScriptedEngine(ClosingContext):
             generated = max(1, len(_tokens(text)))
             decode_s = generated * self.decode_ms_per_token / 1000
             request.completion = Completion(
-                content=text,
+                content=reply.content,
+                tool_calls=reply.tool_calls,
+                finish_reason=reply.finish_reason,
                 usage=Usage(len(prompt), cached, generated),
                 timings=Timings(
                     total_s=self.overhead_ms / 1000 + prefill_s + decode_s,

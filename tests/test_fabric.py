@@ -37,7 +37,6 @@ from harness.fabric import (
     example_graph,
     example_plan,
     json_schema,
-    llm_node,
     matches,
     parse_plan,
     plan_and_execute,
@@ -50,55 +49,8 @@ from harness.fabric import (
     vote,
 )
 from harness.testing import ScriptedEngine
+from tests.fabric_doubles import GatedEngine, echo, node_of, step
 from tests.strategies import ballots, dag_specs
-
-# --------------------------------------------------------------------------------------------
-# Doubles: prompts are "step <id>." so an engine can tell which node asks.
-
-_STEP = re.compile(r"step (\S+?)\.")
-
-
-def node_of(messages: Sequence[Message]) -> str:
-    match = _STEP.search(str(messages[-1]["content"]))
-    return match.group(1) if match else "?"
-
-
-def echo(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
-    return f"out {node_of(messages)}"
-
-
-def step(node_id: str, deps: Sequence[str] = (), **kwargs: Any) -> Any:
-    return llm_node(node_id, f"step {node_id}.", deps, **kwargs)
-
-
-class GatedEngine:
-    """Delegates to a ScriptedEngine. A request for node X sets ``started[X]``, then waits for
-    ``gates[X]`` if there is one; ``finished[X]`` is set when its reply is back."""
-
-    def __init__(self, inner: ScriptedEngine, gates: dict[str, anyio.Event] | None = None):
-        self.inner = inner
-        self.name = "gated"
-        self.gates = gates or {}
-        self.started: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
-        self.finished: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
-
-    async def generate(self, messages, tools, settings):
-        node = node_of(messages)
-        self.started[node].set()
-        if node in self.gates:
-            await self.gates[node].wait()
-        reply = await self.inner.generate(messages, tools, settings)
-        self.finished[node].set()
-        return reply
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def __aenter__(self):
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def run(coro_fn: Any, *args: Any) -> Any:

@@ -308,6 +308,8 @@ class NodeRunner:
             return ()
         extra = config.verifiers if self.node.kind == "llm" else ()
         verifiers = (*self.node.verifiers, *gate.verifiers, *extra)
+        if not verifiers:
+            return ()
         verdicts: list[Verdict] = [Verdict(False)] * len(verifiers)
 
         async def one(i: int) -> None:
@@ -344,7 +346,10 @@ class NodeRunner:
         last: HarnessError | None = None
         todo = list(range(len(batch)))
         for _ in range(1 + self.config.request_retries):
-            replies = await sample_batch(self.engine, messages, [], [batch[i] for i in todo])
+            if len(todo) == 1:  # one request: no batch to gather
+                replies = [await self.engine.generate(messages, [], batch[todo[0]])]
+            else:
+                replies = await sample_batch(self.engine, messages, [], [batch[i] for i in todo])
             stage: list[Usage | None] = []
             for i, reply in zip(todo, replies, strict=True):
                 if isinstance(reply, _FailedRequest):

@@ -250,8 +250,10 @@ class TaskGraph:
                 f"The task graph has a cycle: {' -> '.join(map(repr, cycle))}; a node cannot "
                 "depend, directly or through others, on itself. Remove one of those dependencies."
             )
-        depth = 1 + max(layer.values(), default=-1)
-        return tuple(tuple(nid for nid in self._nodes if layer[nid] == i) for i in range(depth))
+        grouped: list[list[str]] = [[] for _ in range(1 + max(layer.values(), default=-1))]
+        for nid in self._nodes:
+            grouped[layer[nid]].append(nid)
+        return tuple(map(tuple, grouped))
 
     def _find_cycle(self, stuck: set[str]) -> list[str]:
         """A cycle among the nodes Kahn's algorithm could not order (every one has a stuck dep)."""
