@@ -196,9 +196,10 @@ class Engine(Protocol):
 @runtime_checkable
 class StreamingEngine(Protocol):
     """The streaming extension of :class:`Engine`: ``stream`` takes what ``generate`` takes and
-    yields the reply's text as it is decoded (``str`` deltas, in order, that concatenate to the
-    reply's text) and, last, the whole :class:`Completion` (usage, timings, finish reason,
-    parsed tool calls), exactly what ``generate`` would have returned. Failures are raised
+    yields the reply's text as it is decoded (``str`` deltas, in order; for a reply without
+    tools they concatenate to its content, with tools they are the engine's raw reply text)
+    and, last, the whole :class:`Completion` (usage, timings, finish reason, parsed tool
+    calls), what ``generate`` would have returned. Failures are raised
     like ``generate``'s; closing the iterator early (``aclosing``) or cancelling the consumer
     aborts the request. The in-process vLLM engine, the HTTP engine (server-sent events) and
     the scripted engine implement it; detect it with ``isinstance(engine, StreamingEngine)``.
