@@ -7,14 +7,17 @@ with a small generation budget (``--max-tokens``, default 32), it measures:
    example's node prompts) submitted together, relative to one prompt, and where each
    request's time went (queue, prefill, decode; medians of the engine's own timings);
 2. **the plan**: tokens per step of the example's plan in plan lines and in JSON Lines;
-3. **mechanisms**: plan-and-execute of CRP-SPEC-022's example (the gold plan decoded by the
-   planner, 14 steps in layers 4/5/3/2, N=3 consensus on six, ``non_empty`` verification on
-   every step, one composer call) run with every mechanism on (*fabric*), with each switched
-   off alone (*-layering*, *-batching*, *-speculation*, *-consensus*, *-verification*) and
-   with the naive baseline (one step after another, one request at a time, no speculation,
-   the same samples and checks). Each variant's wall, rounds and inferences; the naive /
-   fabric speed-up and, per mechanism, what switching it off costs (wall without it / wall
-   of the fabric; above 1 it was buying time, below 1 it costs time).
+3. **mechanisms on the DAG**: CRP-SPEC-022's example graph (14 steps in layers 4/5/3/2, N=3
+   consensus on six, ``non_empty`` verification on every step) run with every mechanism on
+   (*fabric*), with each switched off alone (*-layering*, *-batching*, *-consensus*,
+   *-verification*) and as the naive baseline (one step after another, one request at a
+   time, the same samples and checks): each variant's wall, rounds and inferences, and
+   what switching a mechanism off costs (wall without it / wall of the fabric: above 1 it
+   was buying time, below 1 it costs time);
+4. **plan and execute** of the same example (the gold plan decoded by the planner, steps
+   streamed into the fabric as their lines complete, one composer call): *fabric*,
+   *-speculation* and *naive*, with when the first step started and the plan's last token
+   arrived.
 
 Medians over ``--runs`` runs, with the compared cases interleaved within each run (K values;
 the variants in turn) so that load from other processes falls on all alike; the prefix cache
@@ -40,11 +43,15 @@ import structlog
 from harness.engines.base import Completion, Engine, GenerationSettings, Message
 from harness.fabric import (
     EXAMPLE_TASK,
+    Fabric,
     FabricConfig,
+    FabricResult,
     Mechanisms,
+    NaiveBaseline,
     PlanRun,
     example_graph,
     example_plan,
+    measure_baseline,
     non_empty,
     plan_and_execute,
     plan_to_jsonl,
@@ -52,18 +59,23 @@ from harness.fabric import (
     sample_batch,
 )
 
-__all__ = ("VARIANTS", "main", "measure", "report")
+__all__ = ("GRAPH_VARIANTS", "PLAN_VARIANTS", "main", "measure", "report")
 
 BATCH_SIZES = (1, 2, 4, 8)
 MODEL_PARAMS = 135e6
-#: The variants of the mechanism attribution: name -> the mechanisms switched on.
-VARIANTS: dict[str, Mechanisms] = {
+#: The DAG variants: name -> the mechanisms switched on.
+GRAPH_VARIANTS: dict[str, Mechanisms] = {
     "fabric": Mechanisms(),
     "-layering": Mechanisms.without("layering"),
     "-batching": Mechanisms.without("batching"),
-    "-speculation": Mechanisms.without("speculation"),
     "-consensus": Mechanisms.without("consensus"),
     "-verification": Mechanisms.without("verification"),
+    "naive": Mechanisms.naive(),
+}
+#: The plan-and-execute variants.
+PLAN_VARIANTS: dict[str, Mechanisms] = {
+    "fabric": Mechanisms(),
+    "-speculation": Mechanisms.without("speculation"),
     "naive": Mechanisms.naive(),
 }
 
@@ -147,47 +159,84 @@ def _plan_tokens(engine: Engine) -> dict[str, Any]:
     return out
 
 
-def _summary(run: PlanRun, wall: float) -> dict[str, Any]:
-    fig = run.figures
+def _summary(result: FabricResult, wall: float) -> dict[str, Any]:
+    fig = result.figures
     return {
         "wall_s": wall,
         "rounds": fig.rounds,
         "inferences": fig.inferences,
         "batch_efficiency": fig.batch_efficiency,
-        "ok": run.ok,
-        "contested": list(run.fabric.contested),
-        "failed": list(run.fabric.failed),
-        "speculative": list(run.speculative),
-        "plan_tokens": run.planner.usage.completion_tokens,
-        "plan_done_s": run.plan_done_s,
-        "first_step_s": min(
-            (r.started - run.fabric.started for r in run.fabric.nodes.values() if r.started),
-            default=None,
-        ),
+        "ok": result.ok,
+        "contested": list(result.contested),
+        "failed": list(result.failed),
+        "agreement": fig.agreement,
         "headers": fig.headers(),
         "figures": fig.to_json(),
     }
 
 
+def _plan_summary(run: PlanRun, wall: float, baseline: NaiveBaseline | None) -> dict[str, Any]:
+    out = _summary(run.fabric, wall)
+    fig = replace(run.figures, baseline=baseline)
+    out.update(
+        rounds=fig.rounds,
+        inferences=fig.inferences,
+        batch_efficiency=fig.batch_efficiency,
+        ok=run.ok,
+        speculative=list(run.speculative),
+        plan_tokens=run.planner.usage.completion_tokens,
+        plan_done_s=run.plan_done_s,
+        first_step_s=min(
+            (r.started - run.fabric.started for r in run.fabric.nodes.values() if r.started),
+            default=None,
+        ),
+        headers=fig.headers(),
+        figures=fig.to_json(),
+    )
+    return out
+
+
 async def _variants(
     engine: Engine, base: FabricConfig, runs: int
-) -> dict[str, list[dict[str, Any]]]:
-    """Every variant once per run, in turn; the fabric variant also measures the naive pass
-    (the compute baseline)."""
-    out: dict[str, list[dict[str, Any]]] = {name: [] for name in VARIANTS}
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Every variant once per run, in turn (the DAG's, then plan and execute's); the naive
+    pass of the task (the compute baseline) is measured once, outside every timed run."""
+    graph: dict[str, list[dict[str, Any]]] = {name: [] for name in GRAPH_VARIANTS}
+    plans: dict[str, list[dict[str, Any]]] = {name: [] for name in PLAN_VARIANTS}
     plan = example_plan()
+    baseline, _ = await measure_baseline(engine, EXAMPLE_TASK, base)
     for _ in range(runs):
-        for name, mechanisms in VARIANTS.items():
+        for name, mechanisms in GRAPH_VARIANTS.items():
+            fabric = Fabric(engine, config=replace(base, mechanisms=mechanisms))
+
+            def dag(fabric: Fabric = fabric) -> Awaitable[FabricResult]:
+                return fabric.run(example_graph())
+
+            wall, result = await _timed(engine, dag)
+            graph[name].append(_summary(result, wall))
+        for name, mechanisms in PLAN_VARIANTS.items():
             config = replace(base, mechanisms=mechanisms)
 
-            def go(config: FabricConfig = config, name: str = name) -> Awaitable[PlanRun]:
+            def go(config: FabricConfig = config) -> Awaitable[PlanRun]:
                 return plan_and_execute(
-                    engine, EXAMPLE_TASK, config=config, plan=plan, naive_pass=name == "fabric"
+                    engine, EXAMPLE_TASK, config=config, plan=plan, naive_pass=False
                 )
 
             wall, run = await _timed(engine, go)
-            out[name].append(_summary(run, wall))
-    return out
+            plans[name].append(_plan_summary(run, wall, baseline))
+    return graph, plans
+
+
+def _versus(variants: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    walls = {name: [r["wall_s"] for r in rs] for name, rs in variants.items()}
+    fabric = walls["fabric"]
+    return {
+        "wall_s": {name: _median(w) for name, w in walls.items()},
+        "vs_fabric": {
+            name: _median([a / b for a, b in zip(w, fabric, strict=True)])
+            for name, w in walls.items()
+        },
+    }
 
 
 async def measure(engine: Engine, *, runs: int = 3, max_tokens: int = 32) -> dict[str, Any]:
@@ -201,26 +250,34 @@ async def measure(engine: Engine, *, runs: int = 3, max_tokens: int = 32) -> dic
     )
     await sample_batch(engine, _prompts(1)[0], [], [settings])  # warm-up
     batch = await _batch_cost(engine, settings, runs)
-    variants = await _variants(engine, base, runs)
-    walls = {name: [r["wall_s"] for r in rs] for name, rs in variants.items()}
-    fabric = walls["fabric"]
+    graph, plans = await _variants(engine, base, runs)
     return {
         "engine": engine.name,
         "max_tokens": max_tokens,
         "runs": runs,
         "batch": batch,
         "plan": _plan_tokens(engine),
-        "variants": variants,
-        "wall_s": {name: _median(w) for name, w in walls.items()},
-        "vs_fabric": {
-            name: _median([a / b for a, b in zip(w, fabric, strict=True)])
-            for name, w in walls.items()
-        },
+        "graph": {"variants": graph, **_versus(graph)},
+        "plan_and_execute": {"variants": plans, **_versus(plans)},
     }
 
 
+def _table(section: dict[str, Any]) -> list[str]:
+    lines = [
+        f"  {'variant':<14} {'wall s':>7} {'x fabric':>9} {'rounds':>6} {'inf':>4} {'eff':>5}  ok",
+    ]
+    for name, runs in section["variants"].items():
+        last = runs[-1]
+        lines.append(
+            f"  {name:<14} {section['wall_s'][name]:7.2f} {section['vs_fabric'][name]:9.2f} "
+            f"{last['rounds']:6d} {last['inferences']:4d} {last['batch_efficiency']:5.1f}  "
+            f"{sum(r['ok'] for r in runs)}/{len(runs)}"
+        )
+    return lines
+
+
 def report(doc: dict[str, Any]) -> str:
-    batch, plan, variants = doc["batch"], doc["plan"], doc["variants"]
+    batch, plan = doc["batch"], doc["plan"]
     lines = [
         f"engine {doc['engine']}, max_tokens {doc['max_tokens']}, medians of {doc['runs']} runs",
         "",
@@ -236,6 +293,8 @@ def report(doc: dict[str, Any]) -> str:
             f"{part['completion_tokens']:.0f} tokens ({part['prompt_tokens']:.0f} prompt, "
             f"{part['cached_tokens']:.0f} cached)"
         )
+    graph, plans = doc["graph"], doc["plan_and_execute"]
+    fabric = plans["variants"]["fabric"][-1]
     lines += [
         "",
         f"plan of {plan['steps']} steps ({plan['tokenizer']} tokens): plan lines "
@@ -243,21 +302,15 @@ def report(doc: dict[str, Any]) -> str:
         f"JSON Lines {plan['json_lines']['tokens']} ({plan['json_lines']['per_step']:.1f} "
         "per step)",
         "",
-        "plan and execute of the spec's example, each mechanism off alone (wall: median; "
-        "x fabric: median of per-run ratios):",
-        f"  {'variant':<14} {'wall s':>7} {'x fabric':>9} {'rounds':>6} {'inf':>4} {'eff':>5}  ok",
-    ]
-    for name, runs in variants.items():
-        last = runs[-1]
-        lines.append(
-            f"  {name:<14} {doc['wall_s'][name]:7.2f} {doc['vs_fabric'][name]:9.2f} "
-            f"{last['rounds']:6d} {last['inferences']:4d} {last['batch_efficiency']:5.1f}  "
-            f"{sum(r['ok'] for r in runs)}/{len(runs)}"
-        )
-    fabric = variants["fabric"][-1]
-    lines += [
+        "the spec's example DAG, each mechanism off alone (wall: median; x fabric: median of "
+        "per-run ratios):",
+        *_table(graph),
         "",
-        f"naive / fabric: {doc['vs_fabric']['naive']:.2f}x",
+        "plan and execute of the example (the gold plan decoded by the planner):",
+        *_table(plans),
+        "",
+        f"naive / fabric: DAG {graph['vs_fabric']['naive']:.2f}x, plan and execute "
+        f"{plans['vs_fabric']['naive']:.2f}x",
         f"fabric: the first step started at +{fabric['first_step_s']:.2f} s, the plan's last "
         f"token at +{fabric['plan_done_s']:.2f} s ({fabric['plan_tokens']} plan tokens); "
         f"started before it: {' '.join(fabric['speculative']) or 'none'}",

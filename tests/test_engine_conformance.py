@@ -225,13 +225,22 @@ async def test_cancelling_an_in_flight_request_leaves_the_engine_working(case: C
     _sane(completion)
 
 
-async def test_closing_fails_in_flight_and_later_requests_with_engine_dead(case: Case) -> None:
+@pytest.mark.parametrize("how", ["generate", "stream"])
+async def test_closing_fails_in_flight_and_later_requests_with_engine_dead(
+    case: Case, how: str
+) -> None:
     errors: list[BaseException] = []
     async with case.fresh() as engine:
 
+        async def request(chat: list[Message], settings: GenerationSettings) -> None:
+            if how == "stream":
+                await _drain(engine, chat, [], settings)
+            else:
+                await engine.generate(chat, [], settings)
+
         async def in_flight() -> None:
             try:
-                await engine.generate(case.slow_chat, [], SLOW_SETTINGS)
+                await request(case.slow_chat, SLOW_SETTINGS)
             except EngineDeadError as exc:
                 errors.append(exc)
 
@@ -243,7 +252,7 @@ async def test_closing_fails_in_flight_and_later_requests_with_engine_dead(case:
             if case.kind == "scripted":
                 tg.cancel_scope.cancel()  # the double keeps no in-flight requests to fail
         with pytest.raises(EngineDeadError):
-            await engine.generate(CHAT, [], GenerationSettings(max_tokens=4))
+            await request(CHAT, GenerationSettings(max_tokens=4))
     assert len(errors) == (0 if case.kind == "scripted" else 1)
 
 
@@ -304,25 +313,3 @@ async def test_closing_a_stream_early_leaves_the_engine_working(case: Case) -> N
             break
     completion = await engine.generate(CHAT, [], GenerationSettings(max_tokens=8))
     _sane(completion)
-
-
-async def test_closing_the_engine_fails_an_in_flight_stream_with_engine_dead(case: Case) -> None:
-    errors: list[BaseException] = []
-    async with case.fresh() as engine:
-
-        async def in_flight() -> None:
-            try:
-                await _drain(engine, case.slow_chat, [], SLOW_SETTINGS)
-            except EngineDeadError as exc:
-                errors.append(exc)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(in_flight)
-            await anyio.wait_all_tasks_blocked()
-            await anyio.sleep(0.3)
-            await engine.aclose()
-            if case.kind == "scripted":
-                tg.cancel_scope.cancel()  # the double keeps no in-flight requests to fail
-        with pytest.raises(EngineDeadError):
-            await _drain(engine, CHAT, [], GenerationSettings(max_tokens=4))
-    assert len(errors) == (0 if case.kind == "scripted" else 1)
