@@ -45,6 +45,10 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
     "float32": ({"dtype": "float32"}, {}),
     "max_num_batched_tokens 256": ({"max_num_batched_tokens": 256}, {}),
     "torch.compile": ({"enforce_eager": False}, {"VLLM_USE_AOT_COMPILE": "0"}),
+    "async scheduling + 256": (
+        {"max_num_batched_tokens": 256, "extra": {"async_scheduling": True}},
+        {},
+    ),
 }
 
 
