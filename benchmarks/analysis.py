@@ -4,7 +4,8 @@ Pure functions over plain dicts (the JSONL the benchmark writes), so they can be
 synthetic ledgers and re-run on a committed result without an engine.
 
 A *job* is one run of one task under one arm/policy/detector; its dict carries ``job_id``,
-``task_id``, ``kind`` (``fan_out``, ``chain``, ``mixed``, ``bfcl_simple``, ``bfcl_parallel``),
+``task_id``, ``kind`` (``fan_out``, ``chain``, ``mixed``, or ``bfcl_<category>`` for a BFCL
+AST category such as ``bfcl_simple``, ``bfcl_live_parallel``),
 ``arm``, ``policy``, ``detector``, ``eager``, ``success`` (the gold label's verdict), and the
 ledger records ``turns``, ``calls`` and ``windows`` (dicts as :mod:`harness.ledger` writes them).
 
@@ -27,14 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import costmodel
+from harness.benchmarks.bfcl.categories import PAIRS
 from harness.costmodel import Regime
 
 __all__ = (
     "Interval",
     "Verdict",
     "WindowMeasure",
+    "bfcl_gaps",
     "bootstrap_ci",
     "estimate_regime",
+    "gap_pp",
     "measure_windows",
     "span",
     "verdict_null",
@@ -56,6 +60,11 @@ class Interval:
         return f"[{self.low:.3g}, {self.high:.3g}]"
 
 
+#: Turn records that mark a discarded call, not a generation ("repair" in files written
+#: before the name changed).
+_MARKERS = ("discard", "repair")
+
+
 def bootstrap_ci(
     values: Sequence[float],
     stat: Callable[[Sequence[float]], float] = statistics.fmean,
@@ -75,8 +84,8 @@ def bootstrap_ci(
 
 
 def _turns_by_index(job: Job) -> dict[int, Mapping[str, Any]]:
-    """Generation turns by index (repair markers, which have no wall time, excluded)."""
-    return {t["turn"]: t for t in job.get("turns", []) if t.get("purpose") != "repair"}
+    """Generation turns by index (discard markers, which have no wall time, excluded)."""
+    return {t["turn"]: t for t in job.get("turns", []) if t.get("purpose") not in _MARKERS}
 
 
 def span(job: Job, call_ids: Iterable[str]) -> float | None:
@@ -150,7 +159,7 @@ def estimate_regime(jobs: Sequence[Job], *, base: Regime | None = None) -> Regim
     windows per task when no window certified, ...) keep ``base``'s values."""
     base = base or Regime()
     serial = [j for j in jobs if j.get("arm") == "S" and j.get("policy") == "gold"]
-    turns = [t for j in serial for t in j.get("turns", []) if t.get("purpose") != "repair"]
+    turns = [t for j in serial for t in j.get("turns", []) if t.get("purpose") not in _MARKERS]
     calls = [c for j in serial for c in j.get("calls", []) if not c.get("is_error")]
     values: dict[str, float] = {}
     prefill = [
@@ -371,6 +380,48 @@ def verdict_r3(jobs: Sequence[Job], *, budget_pp: float = 1.0) -> Verdict:
     )
 
 
+def _wilson(ok: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a proportion (stays inside [0, 1], never zero-width)."""
+    p = ok / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def gap_pp(single: tuple[int, int], parallel: tuple[int, int]) -> tuple[float, float, float]:
+    """The gap single-call accuracy − parallel accuracy in percentage points and its 95%
+    confidence interval (Newcombe's hybrid score interval from the two Wilson intervals: it
+    stays honest at accuracies of 0 or 1 and with a few dozen entries, where the normal
+    approximation collapses to zero width)."""
+    (s_ok, s_n), (p_ok, p_n) = single, parallel
+    ps, pp = s_ok / s_n, p_ok / p_n
+    (s_lo, s_hi), (p_lo, p_hi) = _wilson(s_ok, s_n), _wilson(p_ok, p_n)
+    low = ps - pp - math.sqrt((ps - s_lo) ** 2 + (p_hi - pp) ** 2)
+    high = ps - pp + math.sqrt((s_hi - ps) ** 2 + (pp - p_lo) ** 2)
+    return 100 * (ps - pp), 100 * low, 100 * high
+
+
+def bfcl_gaps(bfcl: Mapping[str, Sequence[int]]) -> list[dict[str, Any]]:
+    """g per BFCL category pair (single-call category under S vs its parallel counterpart
+    under P), from ``{"<category>/<arm>": [correct, run]}``, for every pair that ran both
+    sides; then all pairs pooled (``"pair": "pooled"``) when more than one did."""
+    rows = []
+    pooled = [0, 0, 0, 0]
+    for single, parallel in PAIRS:
+        s, p = bfcl.get(f"{single}/S"), bfcl.get(f"{parallel}/P")
+        if not s or not p or not s[1] or not p[1]:
+            continue
+        gap, low, high = gap_pp((s[0], s[1]), (p[0], p[1]))
+        rows.append({"pair": f"{single}/{parallel}", "single": [s[0], s[1]],
+                     "parallel": [p[0], p[1]], "gap_pp": gap, "ci_pp": [low, high]})  # fmt: skip
+        pooled = [pooled[0] + s[0], pooled[1] + s[1], pooled[2] + p[0], pooled[3] + p[1]]
+    if len(rows) > 1:
+        gap, low, high = gap_pp((pooled[0], pooled[1]), (pooled[2], pooled[3]))
+        rows.append({"pair": "pooled", "single": pooled[:2], "parallel": pooled[2:],
+                     "gap_pp": gap, "ci_pp": [low, high]})  # fmt: skip
+    return rows
+
+
 def verdict_r4(
     simple: tuple[int, int],
     parallel: tuple[int, int],
@@ -378,26 +429,26 @@ def verdict_r4(
     declared_pp: float = 2.8,
     band_pp: float = 1.5,
 ) -> Verdict:
-    """R4: the measured BFCL simple − parallel gap at temperature 0 lies in g ± band."""
+    """R4: the measured BFCL simple − parallel gap at temperature 0 lies in g ± band (the
+    other category pairs are reported beside it: :func:`bfcl_gaps`)."""
     (s_ok, s_n), (p_ok, p_n) = simple, parallel
     if not s_n or not p_n:
         return Verdict("R4", None, "BFCL was not run")
     ps, pp = s_ok / s_n, p_ok / p_n
-    gap = 100 * (ps - pp)
-    se = 100 * math.sqrt(ps * (1 - ps) / s_n + pp * (1 - pp) / p_n)
+    gap, low, high = gap_pp(simple, parallel)
     lo, hi = declared_pp - band_pp, declared_pp + band_pp
     held = lo <= gap <= hi
     return Verdict(
         "R4",
         held,
         f"BFCL simple {s_ok}/{s_n} ({100 * ps:.1f}%), parallel {p_ok}/{p_n} ({100 * pp:.1f}%): gap "
-        f"{gap:+.1f}pp (95% CI ±{1.96 * se:.1f}pp) vs declared {declared_pp}pp ± {band_pp}: "
+        f"{gap:+.1f}pp (95% CI [{low:+.1f}, {high:+.1f}]pp) vs declared {declared_pp}pp ± {band_pp}: "
         f"{'held' if held else 'OUTSIDE the band — the regime is recomputed with the measured g, never the formula'}.",
         {
             "simple": [s_ok, s_n],
             "parallel": [p_ok, p_n],
             "gap_pp": gap,
-            "ci_halfwidth_pp": 1.96 * se,
+            "ci_pp": [low, high],
         },
     )
 

@@ -3,15 +3,16 @@
 Every arm (S, F, F+eager, P, P+V) runs every selected workload task under each policy
 (``gold``: the engine is constrained to the gold calls, so S and F generate identical tokens;
 ``model``: the model chooses), plus the phase-heuristic detector as a reporting control, plus
-the BFCL selection (simple entries under S, parallel entries under S, P and P+V) at
-temperature 0 to anchor the parallel-calling gap *g*. ``concurrency`` loops (default 8) share
+the BFCL selection (a seeded sample of each AST category: single-call categories under S,
+parallel ones under P, and S and P+V per ``model_arms``; :mod:`harness.benchmarks.bfcl`) at
+temperature 0 to anchor the parallel-calling gap *g* per category pair. ``concurrency`` loops (default 8) share
 one engine — model weights, harness and prefix identical across arms. Jobs are ordered task by
 task, so the arms of one task run side by side under the same engine load.
 
 Output directory: ``results.jsonl`` (one job per line: every turn, call and window; a finished
 job is never re-run when the command is restarted with the same directory), ``summary.json``,
 ``regime.json`` (the measured regime, readable by ``harness frontier --params``),
-``report.md`` and PNG plots (:mod:`benchmarks.report`).
+``report.md`` and PNG plots (:mod:`harness.benchmarks.report`).
 """
 
 from __future__ import annotations
@@ -26,15 +27,22 @@ from typing import Any
 
 import anyio
 
-from benchmarks.bfcl import BFCLEntry, select_entries
-from benchmarks.jobs import JobSpec, dumps, job_id, run_job
-from benchmarks.tasks import WorkloadTask, generate_tasks
 from harness._progress import Progress
+from harness.benchmarks.bfcl import (
+    CATEGORIES,
+    BFCLEntry,
+    arm_of,
+    bench_counts,
+    parse_categories,
+    select_entries,
+)
+from harness.benchmarks.jobs import JobSpec, dumps, job_id, run_job
+from harness.benchmarks.tasks import WorkloadTask, generate_tasks
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop import LoopConfig, run_loop
-from toolsets.workspace import load_workspace_manifest
+from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = ("BenchPlan", "load_results", "plan_jobs", "run_bench")
 
@@ -43,7 +51,10 @@ ARM_LABELS: tuple[str, ...] = ("S", "F", "F+eager", "P", "P+V")
 
 @dataclass(frozen=True)
 class BenchPlan:
-    """What a benchmark run covers. ``quick`` picks a small representative subset."""
+    """What a benchmark run covers. ``quick`` picks a small representative subset.
+
+    ``bfcl_simple`` and ``bfcl_parallel`` are BFCL entries per single-call category and per
+    parallel category of ``bfcl_categories`` (a smaller category is taken whole)."""
 
     out: Path
     quick: bool = False
@@ -55,6 +66,7 @@ class BenchPlan:
     heuristic: bool = True
     bfcl_simple: int = 32
     bfcl_parallel: int = 32
+    bfcl_categories: tuple[str, ...] = CATEGORIES
     latency_s: float = 0.5
     latency_sigma_s: float = 0.0
     max_tokens: int = 160
@@ -74,6 +86,7 @@ class BenchPlan:
             raise ConfigError("--concurrency must be at least 1.")
         if not set(self.policies) <= {"gold", "model"}:
             raise ConfigError("--policy takes gold and/or model.")
+        parse_categories(self.bfcl_categories)  # an unknown name is an error, listing the valid
 
 
 def _spec(plan: BenchPlan, label: str, policy: str, detector: str = "schema_sound") -> JobSpec:
@@ -125,15 +138,16 @@ def plan_jobs(plan: BenchPlan) -> list[PlannedJob]:
             if plan.heuristic and "F" in plan.arms and (not plan.quick or index % 2 == 0):
                 spec = _spec(plan, "F", policy, "phase_heuristic")
                 jobs.append(PlannedJob(job_id(wt.id, spec), wt, None, spec))
-    simple, parallel = (plan.bfcl_simple, plan.bfcl_parallel) if not plan.quick else (
-        min(plan.bfcl_simple, 4), min(plan.bfcl_parallel, 4))  # fmt: skip
-    if simple or parallel:
-        for entry in select_entries(plan.seed, simple=simple, parallel=parallel):
-            # R4's anchor is simple under S and parallel under P; S and P+V on parallel
-            # entries (F's and the validator's view of them) follow --model-arms.
+    single, parallel = (plan.bfcl_simple, plan.bfcl_parallel) if not plan.quick else (
+        min(plan.bfcl_simple, 1), min(plan.bfcl_parallel, 1))  # fmt: skip
+    if single or parallel:
+        counts = bench_counts(plan.bfcl_categories, single=single, parallel=parallel)
+        for entry in select_entries(plan.seed, counts):
+            # g's anchors are single-call categories under S and parallel ones under P; S and
+            # P+V on parallel entries (F's and the validator's view of them) follow --model-arms.
             labels = (
                 ("S",)
-                if entry.category == "simple"
+                if arm_of(entry.category) == "S"
                 else ("P", *tuple(a for a in ("S", "P+V") if a in plan.model_arms))
             )
             for label in labels:
@@ -190,20 +204,27 @@ def _end_torn_line(path: Path) -> None:
 
 
 def _distinct_calls(ledger: Ledger) -> list[ToolCall]:
-    """The calls a BFCL run made, in order, an identical repeat (same name and arguments)
-    counted once: tools return a constant stub, so a small model often re-issues its call."""
-    seen: set[tuple[str, str]] = set()
+    """The calls a BFCL run made, in order, a call that repeats one of an earlier turn (same
+    name and arguments) counted once: tools return a constant stub, so a small model often
+    re-issues its call. Identical calls within one turn all count (``parallel_158`` asks for
+    two identical calls twice, in one P message)."""
+    earlier: set[tuple[str, str]] = set()
+    this_turn: set[tuple[str, str]] = set()
+    turn = None
     out = []
     for record in ledger.records:
         if isinstance(record, CallRecord):
+            if record.turn != turn:
+                earlier |= this_turn
+                this_turn, turn = set(), record.turn
             key = (
                 record.tool,
                 json.dumps(json.loads(record.arguments or "{}"), sort_keys=True)
                 if _is_json(record.arguments)
                 else record.arguments,
             )
-            if key not in seen:
-                seen.add(key)
+            if key not in earlier:
+                this_turn.add(key)
                 out.append(ToolCall(record.call_id, record.tool, record.arguments))
     return out
 
@@ -225,7 +246,7 @@ def load_results(path: Path) -> list[dict[str, Any]]:
 
 async def run_bench(engine: Engine, plan: BenchPlan, *, scripted: bool = False) -> dict[str, Any]:
     """Run (or resume) the plan on ``engine``; write results, summary, regime, report."""
-    from benchmarks.report import write_report
+    from harness.benchmarks.report import write_report
 
     plan.out.mkdir(parents=True, exist_ok=True)
     results_path = plan.out / "results.jsonl"

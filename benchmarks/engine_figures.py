@@ -1,6 +1,6 @@
 """Engine-level figures of the in-process vLLM engine on this machine.
 
-``python -m benchmarks.engine_figures [--model PATH] [--k 8] [--json]`` prints:
+``python -m harness.benchmarks.engine_figures [--model PATH] [--k 8] [--json]`` prints:
 
 - load time (engine start, model already prepared);
 - prefill speed (a ~2k-token prompt, cold cache; engine-side prefill time);
@@ -184,7 +184,7 @@ def _print(figures: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.engine_figures",
+        prog="python -m harness.benchmarks.engine_figures",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     parser.add_argument("--model", default=None, help="a local Hugging Face model folder")

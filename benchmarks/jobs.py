@@ -4,7 +4,7 @@ Shared by ``harness run`` and ``harness bench``: builds a fresh store and toolse
 injected tool latency), runs the loop on the given engine, scores the run against the task's
 gold label, marks false fills (a window the detector certified that the manifest's schema-level
 rules reject), and returns a plain JSON-ready dict — the unit the benchmark writes to
-``results.jsonl`` and :mod:`benchmarks.analysis` reads.
+``results.jsonl`` and :mod:`harness.benchmarks.analysis` reads.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.tasks import WorkloadTask
+from harness.benchmarks.tasks import WorkloadTask
 from harness.certify import Certificate, SchemaSoundDetector
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import Ledger, record_to_dict
-from harness.loop import Arm, LoopConfig, LoopResult, Policy, run_loop
+from harness.loop import Arm, FlattenSettings, LoopConfig, LoopResult, Policy, run_loop
 from harness.manifest import Manifest
-from toolsets.workspace import Latency, fingerprint
+from harness.toolsets.workspace import Latency, fingerprint
 
 __all__ = ("JobSpec", "job_id", "run_job")
 
@@ -88,8 +88,8 @@ async def run_job(
         arm=spec.arm,
         policy=spec.policy,
         detector=spec.detector,
-        eager=spec.eager,
         generation=GenerationSettings(max_tokens=spec.max_tokens),
+        flatten=FlattenSettings(eager=spec.eager),
     )
     error = None
     result: LoopResult | None = None

@@ -1,6 +1,6 @@
 """The benchmark report: summary.json, regime.json, report.md and PNG plots.
 
-Everything here is computed from the job records (:mod:`benchmarks.analysis`), so a committed
+Everything here is computed from the job records (:mod:`harness.benchmarks.analysis`), so a committed
 ``results.jsonl`` can be re-reported without an engine: ``harness bench --report-only DIR``.
 """
 
@@ -14,9 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.analysis import (
+from harness import costmodel
+from harness.benchmarks.analysis import (
     WindowMeasure,
     arm_key,
+    bfcl_gaps,
     estimate_regime,
     measure_windows,
     verdict_null,
@@ -25,7 +27,7 @@ from benchmarks.analysis import (
     verdict_r3,
     verdict_r4,
 )
-from harness import costmodel
+from harness.benchmarks.bfcl import CATEGORIES, BFCLDataError, data_quirks
 from harness.costmodel import Regime
 
 __all__ = ("write_report",)
@@ -107,16 +109,25 @@ def _accuracy(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, list[int
 
 
 def _bfcl(jobs: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """``{"<category>/<arm>": [correct, run]}`` for every BFCL category and arm that ran."""
     out = {}
-    for kind in ("bfcl_simple", "bfcl_parallel"):
+    for category in CATEGORIES:
         for arm in ("S", "P", "P+V"):
-            chosen = [j for j in jobs if j.get("kind") == kind and j.get("arm") == arm]
+            chosen = [
+                j for j in jobs if j.get("kind") == f"bfcl_{category}" and j.get("arm") == arm
+            ]
             if chosen:
-                out[f"{kind.removeprefix('bfcl_')}/{arm}"] = [
-                    sum(1 for j in chosen if j["success"]),
-                    len(chosen),
-                ]
+                out[f"{category}/{arm}"] = [sum(1 for j in chosen if j["success"]), len(chosen)]
     return out
+
+
+def _bfcl_quirks(bfcl: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The data quirks (left out of model scoring) of every BFCL category that ran."""
+    ran = [c for c in CATEGORIES if any(k.startswith(f"{c}/") for k in bfcl)]
+    try:
+        return {c: [q.id for q in data_quirks(c)] for c in ran}
+    except BFCLDataError:  # re-reporting without the bfcl-eval package
+        return {}
 
 
 def write_report(
@@ -156,6 +167,8 @@ def write_report(
         "tokens_by_arm": _tokens_by_arm(jobs),
         "accuracy": _accuracy(jobs),
         "bfcl": bfcl,
+        "bfcl_gaps": bfcl_gaps(bfcl),
+        "bfcl_quirks": _bfcl_quirks(bfcl),
         "verdicts": [v.to_json() for v in verdicts],
     }
     out.mkdir(parents=True, exist_ok=True)
@@ -245,10 +258,35 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
         lines += ["", "## BFCL at temperature 0", "", "| category/arm | correct |", "|---|---|"]
         for key, (ok, n) in summary["bfcl"].items():
             lines.append(f"| {key} | {ok}/{n} ({100 * ok / n:.0f}%) |")
+        lines += _bfcl_gap_lines(summary)
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     lines += ["", "## Reading these numbers", "", CAVEATS, ""]
     return "\n".join(lines)
+
+
+def _bfcl_gap_lines(summary: Mapping[str, Any]) -> list[str]:
+    lines = []
+    if summary.get("bfcl_gaps"):
+        lines += [
+            "",
+            "g per category pair (single-call under S − parallel under P; R4 judges simple/parallel):",
+            "",
+            "| pair | single-call S | parallel P | g (pp) | 95% CI (pp) |",
+            "|---|---|---|---|---|",
+        ]
+        for row in summary["bfcl_gaps"]:
+            (s_ok, s_n), (p_ok, p_n) = row["single"], row["parallel"]
+            low, high = row["ci_pp"]
+            lines.append(
+                f"| {row['pair']} | {s_ok}/{s_n} | {p_ok}/{p_n} | {row['gap_pp']:+.1f} | "
+                f"[{low:+.1f}, {high:+.1f}] |"
+            )
+    quirks = summary.get("bfcl_quirks") or {}
+    if any(quirks.values()):
+        lines += ["", "Data quirks (gold fails BFCL's checker or the tool schema; not scored):", ""]
+        lines += [f"* {c}: {', '.join(ids)}" for c, ids in quirks.items() if ids]
+    return lines
 
 
 CAVEATS = """\
@@ -261,7 +299,7 @@ CAVEATS = """\
   the F dividend is measured at fixed accuracy. The model policy measures what a 135M model
   actually does: low accuracy there is the model's, not the harness's.
 * BFCL runs SmolLM2-135M at temperature 0 on 2 CPU cores: absolute scores are low, and with
-  32+32 entries the gap's confidence interval is wide."""
+  at most 32 entries per category each gap's confidence interval is wide."""
 
 
 def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:

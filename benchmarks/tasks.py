@@ -42,12 +42,12 @@ from typing import Any, Final, Literal, get_args
 
 import jsonschema
 
-from benchmarks._templates import SYSTEM_PROMPT, TEMPLATES
+from harness.benchmarks._templates import SYSTEM_PROMPT, TEMPLATES
 from harness.engines.base import ToolCall
 from harness.errors import ConfigError
 from harness.task import GoldCall, Task
 from harness.tools import Toolset
-from toolsets.workspace import Latency, WorkspaceState, fingerprint, make_toolset, new_state
+from harness.toolsets.workspace import Latency, WorkspaceState, fingerprint, make_toolset, new_state
 
 __all__ = (
     "KINDS",
@@ -429,7 +429,7 @@ def load_tasks(path: str | Path) -> list[WorkloadTask]:
 
 
 _FIX = (
-    "Regenerate the file with `benchmarks.tasks.save_tasks(path, generate_tasks(seed))` "
+    "Regenerate the file with `harness.benchmarks.tasks.save_tasks(path, generate_tasks(seed))` "
     "instead of editing it by hand."
 )
 

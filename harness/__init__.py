@@ -1,43 +1,24 @@
 """agent-harness: run unattended tool-calling loops without the waste of serial tool calling.
 
-The public API is re-exported here; see README.md for the tour.
+The names a user needs to write and run a loop are re-exported here: the loop
+(:func:`run_loop`, :class:`LoopConfig`, :class:`LoopResult`), tools and manifests, tasks, the
+engines' entry points and every error. Everything else stays under its module:
+:mod:`harness.costmodel` (the closed forms), :mod:`harness.fabric` (the execution fabric),
+:mod:`harness.certkit` (the certification kit), :mod:`harness.testing` (test doubles).
+
+``import harness`` is light: it loads :mod:`harness.errors` and nothing else; each name below
+is imported from its module the first time it is used (PEP 562 module ``__getattr__``), so a
+script that never touches an engine never imports httpx or vLLM.
+
+The library logs through structlog and is silent unless the application configures logging
+(see :mod:`harness.ledger`); the ``harness`` CLI turns it on with ``-v``.
 """
 
 from __future__ import annotations
 
-from harness.calls import ToolResult, execute_call
-from harness.certkit import CertifiableToolset, CertificationReport, check_toolset
-from harness.costmodel import (
-    Regime,
-    WindowCosts,
-    best_arm,
-    crossover_gap_tokens,
-    crossover_gap_wall,
-    flip_window,
-    token_dividend_flattened,
-    tokens_flattened,
-    tokens_parallel,
-    tokens_parallel_validated,
-    tokens_serial,
-    wall_dividend_flattened,
-    wall_time_flattened,
-    wall_time_parallel,
-    wall_time_parallel_validated,
-    wall_time_serial,
-    window_costs,
-)
-from harness.engines.base import (
-    Completion,
-    Engine,
-    GenerationSettings,
-    Message,
-    Timings,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
-from harness.engines.openai_http import OpenAIHTTPEngine
-from harness.engines.vllm import CacheStats, VLLMEngine, VLLMSettings, open_default_engine
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from harness.errors import (
     ConfigError,
     EngineDeadError,
@@ -50,69 +31,81 @@ from harness.errors import (
     ToolsetError,
     UsageLimitExceeded,
 )
-from harness.fabric import (
-    Criticality,
-    Fabric,
-    FabricConfig,
-    FabricResult,
-    GatingPolicy,
-    NaiveBaseline,
-    Node,
-    NodeResult,
-    PEFFigures,
-    PlanRun,
-    RepairPolicy,
-    TaskGraph,
-    Verdict,
-    llm_node,
-    plan_and_execute,
-    sample_batch,
-    tool_node,
-    verify_node,
-    vote,
-)
-from harness.manifest import ArgSource, Manifest, Phase, Skill, load_manifest
-from harness.model import prepare_model
-from harness.task import GoldCall, Task
-from harness.tools import Effect, Tool, Toolset, tool
+
+if TYPE_CHECKING:
+    from harness.calls import ToolResult
+    from harness.engines.base import (
+        Completion,
+        Engine,
+        GenerationSettings,
+        Message,
+        Timings,
+        ToolCall,
+        ToolSpec,
+        Usage,
+    )
+    from harness.engines.openai_http import OpenAIHTTPEngine
+    from harness.engines.vllm import VLLMEngine, VLLMSettings, open_default_engine
+    from harness.loop import LoopConfig, LoopResult, run_loop
+    from harness.manifest import Manifest, load_manifest
+    from harness.model import prepare_model
+    from harness.task import GoldCall, Task
+    from harness.tools import Effect, Tool, Toolset, tool
+
+__version__ = "0.1.0"
+
+#: Where each lazily exported name lives.
+_LAZY: dict[str, str] = {
+    # the loop
+    "LoopConfig": "harness.loop",
+    "LoopResult": "harness.loop",
+    "run_loop": "harness.loop",
+    # tools, manifests, tasks
+    "Effect": "harness.tools",
+    "Tool": "harness.tools",
+    "ToolResult": "harness.calls",
+    "Toolset": "harness.tools",
+    "tool": "harness.tools",
+    "Manifest": "harness.manifest",
+    "load_manifest": "harness.manifest",
+    "GoldCall": "harness.task",
+    "Task": "harness.task",
+    # engines: the protocol and its values, the two engines, the packaged model
+    "Completion": "harness.engines.base",
+    "Engine": "harness.engines.base",
+    "GenerationSettings": "harness.engines.base",
+    "Message": "harness.engines.base",
+    "Timings": "harness.engines.base",
+    "ToolCall": "harness.engines.base",
+    "ToolSpec": "harness.engines.base",
+    "Usage": "harness.engines.base",
+    "OpenAIHTTPEngine": "harness.engines.openai_http",
+    "VLLMEngine": "harness.engines.vllm",
+    "VLLMSettings": "harness.engines.vllm",
+    "open_default_engine": "harness.engines.vllm",
+    "prepare_model": "harness.model",
+}
 
 __all__ = (
-    "ArgSource",
-    "CacheStats",
-    "CertifiableToolset",
-    "CertificationReport",
     "Completion",
     "ConfigError",
-    "Criticality",
     "Effect",
     "Engine",
     "EngineDeadError",
     "EngineError",
     "EngineRequestError",
-    "Fabric",
-    "FabricConfig",
-    "FabricResult",
-    "GatingPolicy",
     "GenerationSettings",
     "GoldCall",
     "HarnessError",
+    "LoopConfig",
+    "LoopResult",
     "Manifest",
     "ManifestError",
     "Message",
-    "NaiveBaseline",
-    "Node",
     "NodeFailed",
-    "NodeResult",
     "OpenAIHTTPEngine",
-    "PEFFigures",
-    "Phase",
-    "PlanRun",
-    "Regime",
-    "RepairPolicy",
     "ReplayDivergence",
-    "Skill",
     "Task",
-    "TaskGraph",
     "Timings",
     "Tool",
     "ToolCall",
@@ -124,33 +117,22 @@ __all__ = (
     "UsageLimitExceeded",
     "VLLMEngine",
     "VLLMSettings",
-    "Verdict",
-    "WindowCosts",
-    "best_arm",
-    "check_toolset",
-    "crossover_gap_tokens",
-    "crossover_gap_wall",
-    "execute_call",
-    "flip_window",
-    "llm_node",
     "load_manifest",
     "open_default_engine",
-    "plan_and_execute",
     "prepare_model",
-    "sample_batch",
-    "token_dividend_flattened",
-    "tokens_flattened",
-    "tokens_parallel",
-    "tokens_parallel_validated",
-    "tokens_serial",
+    "run_loop",
     "tool",
-    "tool_node",
-    "verify_node",
-    "vote",
-    "wall_dividend_flattened",
-    "wall_time_flattened",
-    "wall_time_parallel",
-    "wall_time_parallel_validated",
-    "wall_time_serial",
-    "window_costs",
 )
+
+
+def __getattr__(name: str) -> Any:
+    home = _LAZY.get(name)
+    if home is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -29,18 +29,23 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
+from harness._certkit_base import Call, Falsified, tool_call
+from harness._certkit_contract import CertifiableToolset
+from harness._certkit_d2 import check_d2
+from harness._certkit_report import ClaimName, ClaimResult, Counterexample, Outcome
 from harness._schema_strategies import arguments_strategy
 from harness.calls import ToolResult, execute_call
-from harness.certify import Certificate, Detector, SchemaSoundDetector, check_d1
-from harness.certkit import CertifiableToolset, ClaimName, ClaimResult, Counterexample, Outcome
+from harness.certify import Certificate, Detector, SchemaSoundDetector
+from harness.certify.d1 import conflicts_with
+from harness.certify.d2 import placeholder_failure
 from harness.engines.base import ToolCall
+from harness.engines.batch import gather
 from harness.errors import ToolsetError
 from harness.manifest import ArgSource, Manifest, Phase
 from harness.tools import Tool, Toolset
 
 __all__ = ("Falsified", "Kit")
 
-Call = tuple[str, Mapping[str, Any]]
 Job = Callable[[], ClaimResult]
 SYNTHETIC = "all tools"
 #: A commutation claim gets this many times the examples of a per-tool claim: the space of
@@ -52,14 +57,6 @@ DEPENDENCY_FIX = (
 )
 
 
-class Falsified(Exception):
-    """Raised inside a property: the claim is false for this example."""
-
-    def __init__(self, counterexample: Counterexample) -> None:
-        super().__init__(counterexample.message)
-        self.counterexample = counterexample
-
-
 @dataclass(frozen=True)
 class Snapshot:
     fingerprint: Hashable | None
@@ -67,14 +64,12 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
-class Execution:
+class Observed:
+    """What running calls on a fresh state gave: their results, the state before and after."""
+
     results: tuple[ToolResult, ...]
     before: Snapshot
     after: Snapshot
-
-
-def _tool_call(index: int, name: str, arguments: Mapping[str, Any]) -> ToolCall:
-    return ToolCall(f"call_{index}", name, json.dumps(dict(arguments), sort_keys=True))
 
 
 async def _serial(toolset: Toolset, calls: Sequence[ToolCall]) -> tuple[ToolResult, ...]:
@@ -86,17 +81,14 @@ async def _concurrent(
 ) -> tuple[ToolResult, ...]:
     """Start the calls in ``order``; call ``i`` first yields to the scheduler ``yields[i]``
     times, so its tool starts after others have run up to their next checkpoint."""
-    results: dict[int, ToolResult] = {}
 
-    async def one(index: int) -> None:
+    async def one(index: int) -> ToolResult:
         for _ in range(yields[index]):
             await anyio.lowlevel.checkpoint()
-        results[index] = await execute_call(toolset, calls[index])
+        return await execute_call(toolset, calls[index])
 
-    async with anyio.create_task_group() as tg:
-        for index in order:
-            tg.start_soon(one, index)
-    return tuple(results[i] for i in range(len(calls)))
+    thunks = [functools.partial(one, i) for i in range(len(calls))]
+    return tuple(await gather(thunks, start_order=order))
 
 
 def _outcome_text(result: ToolResult) -> str:
@@ -160,7 +152,7 @@ class Kit:
     strategies: dict[str, st.SearchStrategy[Any]]
     strategy_errors: dict[str, str]
     notes: list[str] = field(default_factory=list)
-    _memo: dict[str, Execution] = field(default_factory=dict)
+    _memo: dict[str, Observed] = field(default_factory=dict)
 
     @classmethod
     def start(
@@ -231,19 +223,19 @@ class Kit:
         *,
         order: Sequence[int] | None = None,
         yields: Sequence[int] | None = None,
-    ) -> Execution:
+    ) -> Observed:
         """Run ``calls`` on a fresh state: serially in emitted order, or concurrently."""
         state = _call_contract("new_state", self.cert.new_state, self.seed)
         toolset = _call_contract("make_toolset", self.cert.make_toolset, state)
-        tool_calls = [_tool_call(i, n, a) for i, (n, a) in enumerate(calls)]
+        tool_calls = [tool_call(i, n, a) for i, (n, a) in enumerate(calls)]
         before = self.snapshot(state)
         if order is None:
             results = anyio.run(_serial, toolset, tool_calls)
         else:
             results = anyio.run(_concurrent, toolset, tool_calls, order, yields or [0] * len(calls))
-        return Execution(results, before, self.snapshot(state))
+        return Observed(results, before, self.snapshot(state))
 
-    def once(self, name: str, arguments: Mapping[str, Any]) -> Execution:
+    def once(self, name: str, arguments: Mapping[str, Any]) -> Observed:
         key = json.dumps([name, arguments], sort_keys=True, default=str)
         if key not in self._memo:
             self._memo[key] = self.execute([(name, arguments)])
@@ -341,8 +333,6 @@ class Kit:
             yield from self._tool_jobs(name, tool)
         yield from self._window_jobs(manifest)
         if manifest is not None:
-            from harness._certkit_d2 import check_d2
-
             for skill in manifest.skills.values():
                 if any(p.is_fan_out for p in skill.phases):
                     yield functools.partial(check_d2, self, skill)
@@ -605,8 +595,8 @@ class Kit:
         for _ in range(size):
             name = data.draw(st.sampled_from(tools), label="tool")
             arguments = data.draw(self.strategies[name], label=f"{name} arguments")
-            call = _tool_call(len(calls), name, arguments)
-            if phase.in_window_placeholders(name) or check_d1(self.toolset, [*calls, call]):
+            call = tool_call(len(calls), name, arguments)
+            if placeholder_failure(phase, call) or conflicts_with(self.toolset, calls, call):
                 continue
             window.append((name, arguments))
             calls.append(call)
@@ -650,8 +640,8 @@ class Kit:
         window: list[Call],
         order: Sequence[int],
         yields: Sequence[int],
-        serial: Execution,
-        concurrent: Execution,
+        serial: Observed,
+        concurrent: Observed,
     ) -> Counterexample:
         differing = [
             i
@@ -698,7 +688,7 @@ class Kit:
             fix=self._commutation_fix(window, differing, serial),
         )
 
-    def _commutation_fix(self, window: list[Call], differing: list[int], serial: Execution) -> str:
+    def _commutation_fix(self, window: list[Call], differing: list[int], serial: Observed) -> str:
         """What to change: undeclared writes (seen through ``resources``), else undeclared
         reads or the general advice, with the D2 alternative (a result the manifest does not
         mark as one), first when an argument of one call is a value another call returns."""

@@ -15,23 +15,22 @@ certified in the earlier phase's window although the manifest says they need res
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hypothesis import strategies as st
 
-from harness._certkit_checks import Call, Falsified, _tool_call
+from harness._certkit_base import Call, Falsified, KitView, tool_call
+from harness._certkit_report import ClaimResult, Counterexample, Outcome
 from harness.certify import Certificate
-from harness.certkit import ClaimResult, Counterexample, Outcome
+from harness.certify.d2 import dependent_edge
 from harness.manifest import Skill
-
-if TYPE_CHECKING:
-    from harness._certkit_checks import Kit
+from harness.window import Windows
 
 __all__ = ("certified_windows", "check_d2", "draw_skill_calls")
 
 
 def draw_skill_calls(
-    kit: Kit, data: st.DataObject, skill: Skill
+    kit: KitView, data: st.DataObject, skill: Skill
 ) -> tuple[list[tuple[int, Call]], dict[str, Any]]:
     """Calls for every phase of ``skill`` in order (each labelled with its phase index)
     and task inputs that give the slotted phases their counts."""
@@ -57,25 +56,18 @@ def draw_skill_calls(
 
 
 def certified_windows(
-    kit: Kit, skill: Skill, sequence: list[tuple[int, Call]], inputs: Mapping[str, Any]
+    kit: KitView, skill: Skill, sequence: list[tuple[int, Call]], inputs: Mapping[str, Any]
 ) -> list[tuple[str, Certificate]]:
     """Windows the detector certifies for ``sequence``: online (its tracker, as the loop
     runs it: a discarded call is regenerated after the window closes) and in batch (each
     fan-out phase's calls as one window)."""
-    calls = [_tool_call(i, n, a) for i, (_, (n, a)) in enumerate(sequence)]
-    tracker = kit.detector.tracker(kit.toolset, skill, inputs)
-    windows: list[tuple[str, Certificate]] = []
-
-    def keep(*certificates: Certificate | None) -> None:
-        windows.extend(("online", c) for c in certificates if c is not None)
-
-    for call in calls:
-        admission = tracker.admit(call)
-        keep(admission.closes, admission.completes)
-        if admission.action == "discard":
-            again = tracker.admit(call)
-            keep(again.closes, again.completes)
-    keep(tracker.close("end"))
+    calls = [tool_call(i, n, a) for i, (_, (n, a)) in enumerate(sequence)]
+    online = Windows(kit.detector.tracker(kit.toolset, skill, inputs))
+    windows: list[tuple[str, Certificate]] = [
+        ("online", w.certificate)
+        for w in online.replay(calls, readmit_discarded=True)
+        if w.certificate is not None
+    ]
     for index, phase in enumerate(skill.phases):
         block = [c for c, (i, _) in zip(calls, sequence, strict=True) if i == index]
         if phase.is_fan_out and len(block) >= 2:
@@ -85,7 +77,7 @@ def certified_windows(
     return windows
 
 
-def check_d2(kit: Kit, skill: Skill) -> ClaimResult:
+def check_d2(kit: KitView, skill: Skill) -> ClaimResult:
     def body(data: st.DataObject) -> None:
         sequence, inputs = draw_skill_calls(kit, data, skill)
         for mode, certificate in certified_windows(kit, skill, sequence, inputs):
@@ -102,18 +94,9 @@ def check_d2(kit: Kit, skill: Skill) -> ClaimResult:
 def _d2_violation(
     skill: Skill, sequence: list[tuple[int, Call]], positions: list[int]
 ) -> tuple[int, str, str] | None:
-    """(window position, argument, source phase) of the first call in the window whose
-    argument the manifest sources from a result of a phase with an earlier call in the same
-    window; ``None`` when there is none."""
-    for j, position in enumerate(positions):
-        index, (name, _) = sequence[position]
-        for argument, source in sorted(skill.phases[index].sources(name).items()):
-            if not source.is_result_placeholder:
-                continue
-            earlier = {skill.phases[sequence[p][0]].name for p in positions[:j]}
-            if source.ref in earlier:
-                return j, argument, str(source.ref)
-    return None
+    """(window position, argument, source phase) of the first dependent edge in the window
+    (see :func:`harness.certify.d2.dependent_edge`); ``None`` when there is none."""
+    return dependent_edge(skill, [(sequence[p][0], sequence[p][1][0]) for p in positions])
 
 
 def _d2_counterexample(

@@ -13,16 +13,22 @@ from __future__ import annotations
 import difflib
 import json
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
 from harness.engines.base import Message, ToolCall
 from harness.tools import Toolset
 
-__all__ = ("ErrorKind", "ToolResult", "execute_call", "render_result")
+__all__ = (
+    "ErrorKind",
+    "Executor",
+    "ToolResult",
+    "ToolsetExecutor",
+    "execute_call",
+    "render_result",
+)
 
 ErrorKind = Literal[
     "unknown_tool", "bad_json", "bad_arguments", "tool_raised", "timeout", "too_large"
@@ -70,22 +76,6 @@ def render_result(value: Any) -> str:
     )
 
 
-def _parse_arguments(call: ToolCall) -> tuple[Mapping[str, Any] | None, str | None]:
-    try:
-        parsed = json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError as exc:
-        return None, (
-            f"Arguments for '{call.name}' are not valid JSON ({exc.msg} at char {exc.pos}); "
-            "send a JSON object."
-        )
-    if not isinstance(parsed, dict):
-        return (
-            None,
-            f"Arguments for '{call.name}' must be a JSON object, got {type(parsed).__name__}.",
-        )
-    return parsed, None
-
-
 async def execute_call(toolset: Toolset, call: ToolCall) -> ToolResult:
     """Run one call against ``toolset``; see the module docstring for the error contract."""
     started = time.monotonic()
@@ -103,9 +93,9 @@ async def execute_call(toolset: Toolset, call: ToolCall) -> ToolResult:
             f"Unknown tool '{call.name}'.{hint} Available: {', '.join(toolset)}.",
         )
     tool = toolset[call.name]
-    arguments, problem = _parse_arguments(call)
+    arguments = call.args.value
     if arguments is None:
-        return error("bad_json", problem or "bad arguments")
+        return error("bad_json", call.args.problem or "bad arguments")
     problems = tool.validation_errors(arguments)
     if problems:
         return error(
@@ -142,3 +132,25 @@ async def execute_call(toolset: Toolset, call: ToolCall) -> ToolResult:
             f"{tool.result_cap:,}; ask for less or raise the tool's result_cap.",
         )
     return ToolResult(call.id, call.name, content, False, None, value, started, time.monotonic())
+
+
+class Executor(Protocol):
+    """The call-execution seam: every call of every arm runs through one ``execute``.
+
+    :class:`ToolsetExecutor` runs calls in process; a wrapper can record each call's intent
+    before it starts and its outcome after (a journal), and an external executor can hand the
+    call to a client and await its result (the proxy). Like :func:`execute_call`, it turns
+    every model or tool mistake into an error result and raises only on cancellation.
+    """
+
+    async def execute(self, call: ToolCall) -> ToolResult: ...
+
+
+class ToolsetExecutor:
+    """Runs calls against a :class:`~harness.tools.Toolset` in this process."""
+
+    def __init__(self, toolset: Toolset) -> None:
+        self.toolset = toolset
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        return await execute_call(self.toolset, call)

@@ -19,7 +19,7 @@ the claim, the arguments, the two outcomes that differ and what to change.
 
 **The contract.** The kit needs a state factory, the tools bound to a state, and a state
 fingerprint — a :class:`CertifiableToolset`, or any module or object with functions of those
-names (``toolsets.workspace`` is one)::
+names (``harness.toolsets.workspace`` is one)::
 
     new_state(seed: int) -> State                  # a fresh state, the same for the same seed
     make_toolset(state) -> Toolset                  # the tools, bound to that state
@@ -42,19 +42,22 @@ Use it as ``harness certify TOOLSET`` or, in a test suite, as
 
 from __future__ import annotations
 
-import importlib
-import json
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
+from harness._certkit_contract import CertifiableToolset, as_certifiable, load_certifiable
+from harness._certkit_report import (
+    CertificationReport,
+    ClaimResult,
+    ClaimStatus,
+    Counterexample,
+    Outcome,
+)
 from harness.certify import Detector
 from harness.errors import ConfigError
 from harness.manifest import Manifest, load_manifest
-from harness.tools import Toolset
 
 __all__ = (
     "DEFAULT_EXAMPLES",
@@ -72,364 +75,6 @@ __all__ = (
 #: Examples per claim by default: the honest workspace (16 claims) certifies in about half a
 #: minute on two cores, and every broken toolset of the test corpus is caught.
 DEFAULT_EXAMPLES = 50
-
-ClaimName = Literal["read_only", "idempotent", "write_targets", "commutes", "D2"]
-ClaimStatus = Literal["passed", "FALSE", "unverified"]
-
-CLAIMS: Mapping[str, str] = {
-    "read_only": "a call leaves the state unchanged",
-    "idempotent": "calling twice leaves the same state and result as calling once",
-    "write_targets": "a call changes nothing outside its declared write targets",
-    "commutes": "certified windows run concurrently in any order equal the serial run",
-    "D2": "no certified window holds a call that needs a result of that window",
-}
-
-
-@dataclass(frozen=True)
-class CertifiableToolset:
-    """What the kit needs from a toolset (see the module docstring for each function).
-
-    ``fingerprint=None`` means the state cannot be fingerprinted (tools that live outside the
-    process): only idempotence via results is checked. :meth:`from_toolset` wraps a bare
-    :class:`~harness.tools.Toolset` that way.
-    """
-
-    new_state: Callable[[int], Any]
-    make_toolset: Callable[[Any], Toolset]
-    fingerprint: Callable[[Any], Hashable] | None
-    resources: Callable[[Any], Mapping[str, Hashable]] | None = None
-    example_values: Callable[[Any], Mapping[str, Sequence[Any]]] | None = None
-    argument_strategies: Callable[[Any], Mapping[str, Any]] | None = None
-    name: str | None = None
-
-    @property
-    def stateful(self) -> bool:
-        """Whether each example can run on a fresh, fingerprinted state."""
-        return self.fingerprint is not None
-
-    @classmethod
-    def from_toolset(cls, toolset: Toolset) -> CertifiableToolset:
-        """A toolset with no state factory: its state cannot be reset or fingerprinted."""
-        return cls(
-            new_state=lambda seed: None, make_toolset=lambda state: toolset, fingerprint=None
-        )
-
-    @classmethod
-    def from_object(cls, obj: Any) -> CertifiableToolset:
-        """A module or object with ``new_state``, ``make_toolset`` and ``fingerprint`` (and
-        optionally ``resources``, ``example_values``, ``argument_strategies``)."""
-        missing = [
-            n
-            for n in ("new_state", "make_toolset", "fingerprint")
-            if not callable(getattr(obj, n, None))
-        ]
-        if missing:
-            raise ConfigError(
-                f"{_describe(obj)} is not a certifiable toolset: it lacks {', '.join(missing)}. "
-                "Provide new_state(seed), make_toolset(state) and fingerprint(state) "
-                "(see harness.certkit), or pass a CertifiableToolset."
-            )
-
-        def optional(name: str) -> Any:
-            value = getattr(obj, name, None)
-            return value if callable(value) else None
-
-        return cls(
-            new_state=obj.new_state,
-            make_toolset=obj.make_toolset,
-            fingerprint=obj.fingerprint,
-            resources=optional("resources"),
-            example_values=optional("example_values"),
-            argument_strategies=optional("argument_strategies"),
-            name=getattr(obj, "__name__", None) if isinstance(obj, ModuleType) else None,
-        )
-
-
-def _describe(obj: Any) -> str:
-    if isinstance(obj, ModuleType):
-        return f"Module {obj.__name__!r}"
-    return f"{type(obj).__name__} {obj!r:.60}"
-
-
-def as_certifiable(obj: Any) -> CertifiableToolset:
-    """Accept a :class:`CertifiableToolset`, a :class:`~harness.tools.Toolset` (no state), a
-    module or object with the contract's functions, a zero-argument factory of one of those,
-    or a TOOLSET string (see :func:`load_certifiable`)."""
-    if isinstance(obj, CertifiableToolset):
-        return obj
-    if isinstance(obj, Toolset):
-        return CertifiableToolset.from_toolset(obj)
-    if isinstance(obj, str | Path):
-        return load_certifiable(str(obj))
-    if hasattr(obj, "make_toolset") or isinstance(obj, ModuleType):
-        return CertifiableToolset.from_object(obj)
-    if callable(obj):
-        try:
-            made = obj()
-        except TypeError as exc:
-            raise ConfigError(
-                f"{_describe(obj)} is callable but not a zero-argument factory ({exc}); pass a "
-                "CertifiableToolset, a Toolset, or a module with new_state/make_toolset/fingerprint."
-            ) from None
-        if callable(made) and not isinstance(made, Toolset | CertifiableToolset):
-            raise ConfigError(f"{_describe(obj)} returned another callable; return a toolset.")
-        return as_certifiable(made)
-    raise ConfigError(
-        f"{_describe(obj)} is not a toolset: pass a CertifiableToolset, a Toolset, or a module "
-        "with new_state/make_toolset/fingerprint."
-    )
-
-
-def load_certifiable(spec: str) -> CertifiableToolset:
-    """Load ``TOOLSET`` as the command line names it: an importable module
-    (``toolsets.workspace``), an object in one (``pkg.mod:obj``), or an OpenAI/MCP-style spec
-    file (``tools.json``: a list of function specs, or ``{"tools": [...]}`` as MCP's
-    ``tools/list`` returns it)."""
-    if spec.endswith(".json") or (("/" in spec or "\\" in spec) and Path(spec).exists()):
-        return CertifiableToolset.from_toolset(_load_spec_file(Path(spec)))
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or (":" in spec and not attribute):
-        raise ConfigError(
-            f"TOOLSET {spec!r} is malformed: write 'pkg.module' or 'pkg.module:object'."
-        )
-    module = _import(module_name, spec)
-    if not attribute:
-        return CertifiableToolset.from_object(module)
-    obj: Any = module
-    for part in attribute.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(
-                f"TOOLSET {spec!r}: module {module_name!r} has no attribute {attribute!r}."
-            )
-        obj = getattr(obj, part)
-    return as_certifiable(obj)
-
-
-def _import(module_name: str, spec: str) -> ModuleType:
-    hint = (
-        "Pass an importable module ('toolsets.workspace'), 'pkg.module:object', or an "
-        "OpenAI/MCP spec file ending in .json."
-    )
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            raise ConfigError(f"TOOLSET {spec!r}: no module named {exc.name!r}. {hint}") from None
-        raise ConfigError(
-            f"TOOLSET {spec!r}: importing {module_name!r} failed because it needs the missing "
-            f"module {exc.name!r}; install it."
-        ) from None
-    except Exception as exc:
-        raise ConfigError(
-            f"TOOLSET {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
-        ) from None
-
-
-def _load_spec_file(path: Path) -> Toolset:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"Spec file {str(path)!r} does not exist.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"Spec file {str(path)!r} cannot be read: {exc}.") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"Spec file {str(path)!r} is not JSON: {exc.msg} at line {exc.lineno}."
-        ) from None
-    raw = data.get("tools") if isinstance(data, dict) else data
-    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
-        raise ConfigError(
-            f"Spec file {str(path)!r} must hold a list of OpenAI function specs or "
-            '{"tools": [...]} as MCP\'s tools/list returns it.'
-        )
-    specs = []
-    for item in raw:
-        if "inputSchema" in item and "parameters" not in item:  # MCP's spelling
-            item = {**item, "parameters": item["inputSchema"]}
-        specs.append(item)
-    return Toolset.from_openai(specs, name=path.stem)
-
-
-# --------------------------------------------------------------------------------- the report
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One side of a counterexample: what a run returned and left behind."""
-
-    label: str
-    results: tuple[str, ...] = ()
-    state: str | None = None
-    details: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "results": list(self.results),
-            "state": self.state,
-            "details": list(self.details),
-        }
-
-
-@dataclass(frozen=True)
-class Counterexample:
-    """A minimal (shrunk) example that makes a claim false."""
-
-    calls: tuple[tuple[str, Mapping[str, Any]], ...]
-    message: str
-    expected: Outcome
-    actual: Outcome
-    fix: str
-    flaky: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "calls": [{"name": n, "arguments": dict(a)} for n, a in self.calls],
-            "message": self.message,
-            "expected": self.expected.to_json(),
-            "actual": self.actual.to_json(),
-            "fix": self.fix,
-            "flaky": self.flaky,
-        }
-
-
-@dataclass(frozen=True)
-class ClaimResult:
-    """One claim checked: about a ``tool`` (per-tool claims) or a ``phase``/skill (windows)."""
-
-    claim: ClaimName
-    status: ClaimStatus
-    examples: int
-    tool: str | None = None
-    phase: str | None = None
-    reason: str = ""
-    counterexample: Counterexample | None = None
-
-    @property
-    def subject(self) -> str:
-        if self.tool is not None:
-            return self.tool
-        return f"windows of {self.phase}" if self.claim == "commutes" else f"skill {self.phase}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "claim": self.claim,
-            "tool": self.tool,
-            "phase": self.phase,
-            "status": self.status,
-            "examples": self.examples,
-            "reason": self.reason,
-            "counterexample": self.counterexample.to_json() if self.counterexample else None,
-        }
-
-
-@dataclass(frozen=True)
-class CertificationReport:
-    """Every claim checked, with its result; :attr:`ok` is false when any claim is FALSE."""
-
-    toolset: str
-    tools: tuple[str, ...]
-    seed: int
-    examples: int
-    manifest: str | None
-    claims: tuple[ClaimResult, ...]
-    notes: tuple[str, ...] = ()
-    elapsed_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.false
-
-    @property
-    def false(self) -> tuple[ClaimResult, ...]:
-        return tuple(c for c in self.claims if c.status == "FALSE")
-
-    @property
-    def unverified(self) -> tuple[ClaimResult, ...]:
-        return tuple(c for c in self.claims if c.status == "unverified")
-
-    @property
-    def passed(self) -> tuple[ClaimResult, ...]:
-        return tuple(c for c in self.claims if c.status == "passed")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "toolset": self.toolset,
-            "tools": list(self.tools),
-            "seed": self.seed,
-            "examples": self.examples,
-            "manifest": self.manifest,
-            "ok": self.ok,
-            "summary": {
-                "passed": len(self.passed),
-                "false": len(self.false),
-                "unverified": len(self.unverified),
-            },
-            "elapsed_s": round(self.elapsed_s, 3),
-            "notes": list(self.notes),
-            "claims": [c.to_json() for c in self.claims],
-        }
-
-    def render(self) -> str:
-        """The report as text: a table of claims, then each FALSE claim in full."""
-        out = [
-            f"Certifying toolset {self.toolset!r}: {len(self.tools)} tools, state seed "
-            f"{self.seed}, up to {self.examples} examples per claim",
-            f"manifest: {self.manifest or 'none'}",
-            *(f"note: {n}" for n in self.notes),
-            "",
-        ]
-        width = max([len("tool / windows"), *(len(c.subject) for c in self.claims)])
-        out.append(f"{'tool / windows':<{width}}  {'claim':<13} {'examples':>8}  result")
-        previous = None
-        for c in self.claims:
-            subject = c.subject if c.subject != previous else ""
-            previous = c.subject
-            result = c.status + (f" ({c.reason})" if c.reason else "")
-            out.append(f"{subject:<{width}}  {c.claim:<13} {c.examples:>8}  {result}")
-        for c in self.false:
-            out.extend(["", *_render_false(c)])
-        out.append("")
-        out.append(
-            f"{len(self.claims)} claims: {len(self.passed)} passed, {len(self.false)} FALSE, "
-            f"{len(self.unverified)} unverified ({self.elapsed_s:.1f} s)"
-        )
-        return "\n".join(out)
-
-    def __str__(self) -> str:
-        return self.render()
-
-
-def _render_false(c: ClaimResult) -> list[str]:
-    ce = c.counterexample
-    head = f"FALSE  {c.subject}: {c.claim} — {CLAIMS[c.claim]}"
-    if ce is None:
-        return [head]
-    lines = [
-        head,
-        f"  {ce.message}"
-        + (
-            " (it did not reproduce on a re-run: the outcome depends on timing or hidden state)"
-            if ce.flaky
-            else ""
-        ),
-    ]
-    lines.append("  calls:")
-    lines.extend(
-        f"    #{i} {n}({json.dumps(dict(a), sort_keys=True)})" for i, (n, a) in enumerate(ce.calls)
-    )
-    for outcome in (ce.expected, ce.actual):
-        lines.append(f"  {outcome.label}:")
-        lines.extend(f"    result #{i}: {_clip(r)}" for i, r in enumerate(outcome.results))
-        if outcome.state is not None:
-            lines.append(f"    state: {outcome.state}")
-        lines.extend(f"    {d}" for d in outcome.details)
-    lines.append(f"  fix: {ce.fix}")
-    return lines
-
-
-def _clip(text: str, width: int = 160) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # ------------------------------------------------------------------------------ running the kit
@@ -465,7 +110,7 @@ def check_toolset(
         raise ConfigError(f"max_window must be at least 2, got {max_window}.")
     _refuse_running_loop()
     try:
-        from harness import _certkit_checks as checks
+        from harness._certkit_checks import Kit
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("hypothesis"):
             raise ConfigError(
@@ -476,7 +121,7 @@ def check_toolset(
     started = time.monotonic()
     cert = as_certifiable(toolset)
     loaded = load_manifest(manifest) if isinstance(manifest, str | Path) else manifest
-    kit = checks.Kit.start(
+    kit = Kit.start(
         cert,
         seed=seed,
         examples=examples,

@@ -1,26 +1,38 @@
 """The ``harness`` command line.
 
-Each subcommand lives in ``harness/_commands/<name>.py`` and exposes ``register(sub)``; this
-module only assembles them and turns :class:`~harness.errors.HarnessError` (a user mistake or
-an operator-actionable failure) into ``error: ...`` and exit status 2 — never a traceback.
+Each subcommand lives in ``harness/_commands/<name>.py`` and exposes ``register(sub)``. Like
+pip, this module keeps a table of the commands and their one-line summaries and imports only
+the module of the command being run, so ``harness --help`` and ``harness --version`` load
+nothing but this module. A :class:`~harness.errors.HarnessError` (a user mistake or an
+operator-actionable failure) becomes ``error: ...`` and exit status 2 — never a traceback.
+
+The global options ``-v``/``--verbose`` and ``--log-json`` are accepted before or after the
+subcommand (``harness -v run ...`` and ``harness run ... -v``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 
-import structlog
-
+from harness import __version__
 from harness.errors import HarnessError
 
 __all__ = ("COMMANDS", "build_parser", "main")
 
-#: Subcommand modules under ``harness._commands``, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("run", "bench", "tasks", "frontier", "engine", "fabric", "certify")
+#: Subcommand -> its one-line summary, in the order ``--help`` lists them. The command's module
+#: ``harness._commands.<name>`` is imported only when that command is named on the line.
+COMMANDS: dict[str, str] = {
+    "run": "run one workload task under chosen arms and compare what each cost",
+    "bench": "run the 4-arm protocol on the real engine and report R1-R4 verdicts",
+    "tasks": "list or show the 48 seeded workload tasks and their gold labels",
+    "frontier": "closed-form wall time, tokens and crossover gaps per window (the cost model)",
+    "engine": "prepare the packaged model, show engine settings, smoke-test the engine",
+    "fabric": "run a task as a DAG of batched steps and report the PEF figures",
+    "certify": "check a toolset's effect annotations against real executions (hypothesis)",
+}
 
 DESCRIPTION = """\
 Run unattended tool-calling agent loops without the wall time and tokens that serial tool
@@ -30,40 +42,75 @@ parallel with a validator that resamples).
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """``-v`` and ``--log-json``; below the top level they only override what was given."""
+    default_off: object = False if top else argparse.SUPPRESS
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default_off,
+        help="log every turn, call and window to stderr",
+    )
+    parser.add_argument(
+        "--log-json",
+        action="store_true",
+        default=default_off,
+        help="log as JSON lines (one object per event; implies -v)",
+    )
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += [child, *_subparsers(child)]
+    return found
+
+
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The subcommand on the line: the first argument that is not an option (the global
+    options take no value)."""
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser for ``argv``: every command listed, the one ``argv`` names fully built."""
     parser = argparse.ArgumentParser(
         prog="harness",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Run `harness COMMAND --help` for each command's options and examples.",
     )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="log every turn, call and window (structlog) to stderr",
-    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _add_logging_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        module = importlib.import_module(f"harness._commands.{name}")
-        module.register(sub)
+    named = _named_command(argv)
+    for name, summary in COMMANDS.items():
+        if name == named:
+            importlib.import_module(f"harness._commands.{name}").register(sub)
+        else:
+            sub.add_parser(name, help=summary)
+    if named is not None:
+        command = sub.choices[named]
+        for child in [command, *_subparsers(command)]:
+            _add_logging_options(child, top=False)
     return parser
 
 
-def _configure_logging(*, verbose: bool) -> None:
-    """Ledger events are debug-level structlog events: shown with ``-v``, hidden otherwise."""
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.DEBUG if verbose else logging.WARNING
-        ),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    _configure_logging(verbose=bool(getattr(args, "verbose", False)))
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments)
+    args = parser.parse_args(arguments)
+    from harness._logging import configure_cli_logging
+
+    configure_cli_logging(verbose=args.verbose or args.log_json, json_lines=args.log_json)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

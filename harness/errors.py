@@ -9,7 +9,7 @@ One root, one subclass per failure an operator can act on::
     ├── EngineError                   the engine could not answer
     │   ├── EngineDeadError           the engine is gone: every in-flight and new request fails fast
     │   └── EngineRequestError        one request failed (bad request, timeout, refused); others go on
-    ├── UsageLimitExceeded            a budget ran out: turns, model mistakes, repairs, resamples
+    ├── UsageLimitExceeded            a budget ran out: turns, model mistakes, discards, resamples
     ├── NodeFailed                    a fabric node gave no usable output (verifier, tool error, input)
     └── ReplayDivergence              a replayed/scripted run saw a request it did not expect
 
@@ -109,7 +109,7 @@ class EngineRequestError(EngineError):
 
 
 class UsageLimitExceeded(HarnessError):
-    """A run used up a budget: turns, consecutive model mistakes, D2 repairs or P+V resamples."""
+    """A run used up a budget: turns, consecutive model mistakes, D2 discards or P+V resamples."""
 
 
 class NodeFailed(HarnessError):

@@ -1,8 +1,9 @@
 """The ledger: every turn, call and window of a run, as structured events.
 
 Each record is a frozen dataclass with a ``kind`` (``turn``, ``call``, ``window``, ``run``).
-A :class:`Ledger` keeps them in memory, logs each one through structlog (logger
-``harness.ledger``, event name = kind) and, when given a path, appends it to a JSONL trace.
+A :class:`Ledger` keeps them in memory, logs each one as a debug event (logger
+``harness.ledger``, event name = kind; silent unless the application configures logging, see
+:mod:`harness._logging`) and, when given a path, appends it to a JSONL trace.
 
 Billed tokens are counted as the paper counts them: all input plus all output tokens of every
 generation (``prompt_tokens + completion_tokens``), cached or not.
@@ -15,33 +16,33 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import structlog
+from harness._logging import get_logger
 
 __all__ = ("CallRecord", "Ledger", "Record", "RunRecord", "TurnRecord", "WindowRecord")
 
-_log = structlog.get_logger("harness.ledger")
+_log = get_logger("harness.ledger")
 
 
 @dataclass(frozen=True)
 class TurnRecord:
     """One generation. ``purpose``: ``call`` (emitted calls), ``answer`` (final answer),
-    ``absorb`` (first turn after a window closed), ``repair`` (a discarded generation),
-    ``resample`` (a P+V candidate), ``mistake`` (truncated or unusable output)."""
+    ``absorb`` (first turn after a window closed), ``resample`` (a P+V candidate),
+    ``discard`` (a call dropped under D2: no generation of its own, so no tokens)."""
 
     run_id: str
     turn: int
     arm: str
     purpose: str
-    n_calls: int
-    prompt_tokens: int
-    cached_tokens: int
-    completion_tokens: int
-    engine_s: float
-    queue_s: float
-    prefill_s: float
-    decode_s: float
-    wall_s: float
-    started: float
+    n_calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    engine_s: float = 0.0
+    queue_s: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    wall_s: float = 0.0
+    started: float = 0.0
     window_open: bool = False
     kind: str = "turn"
 
@@ -111,7 +112,7 @@ class RunRecord:
     turns: int
     calls: int
     windows: int
-    repairs: int
+    discards: int
     resamples: int
     model_errors: int
     prompt_tokens: int

@@ -2,10 +2,11 @@
 
 A message of several calls (arm P) is accepted only when every call names a tool that exists,
 its arguments are a JSON object valid against the tool's schema, no call depends on a result
-of another call in the message (D2: no in-window result placeholder in the manifest, no
-quoted withheld-result marker), the message does not over-fill the phase's slot count, and no call is a duplicate of
-another. A rejected window is resampled (see ``harness.loop``); the validator itself never
-calls the model.
+of another call in the message (D2, :mod:`harness.certify.d2`: no in-window result
+placeholder in the manifest, no quoted withheld-result marker), the message does not
+over-fill the phase's slot count (D3's slot rule), and no call is a duplicate of another. A
+rejected window is resampled (:mod:`harness.loop.validated`); the validator itself never calls
+the model.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.certify import DEFAULT_MARKER
+from harness.certify.d2 import marker_failure, placeholder_failure
 from harness.engines.base import ToolCall
 from harness.manifest import Phase
 from harness.tools import Toolset
@@ -37,20 +39,16 @@ def validate_window(
         if call.name not in toolset:
             problems.append(f"unknown tool '{call.name}'")
             continue
-        try:
-            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError:
-            problems.append(f"'{call.name}' arguments are not valid JSON")
-            continue
-        if not isinstance(arguments, dict):
-            problems.append(f"'{call.name}' arguments are not a JSON object")
+        arguments = call.args.value
+        if arguments is None:
+            problems.append(call.args.problem or f"'{call.name}' arguments are not an object")
             continue
         problems.extend(
             f"'{call.name}' {p}" for p in toolset[call.name].validation_errors(arguments)
         )
-        if phase is not None and len(calls) > 1 and phase.in_window_placeholders(call.name):
+        if phase is not None and len(calls) > 1 and placeholder_failure(phase, call):
             problems.append(f"'{call.name}' needs a result of another call in the window (D2)")
-        if marker in call.arguments:
+        if marker_failure(call, marker) is not None:
             problems.append(f"'{call.name}' quotes a withheld result (D2)")
         key = (call.name, json.dumps(arguments, sort_keys=True))
         if key in seen:

@@ -1,72 +1,186 @@
-"""Window mechanics of arm F: withhold, run concurrently, reveal at the absorb turn.
+"""The window: the one owner of a block of certified calls, from the first admission to the
+absorb turn.
 
-An :class:`OpenWindow` holds the calls certified into the current window. Each call's result
-is *withheld*: the loop puts a short constant marker in its tool message. With eager dispatch
-a call starts the moment it joins (its latency hides behind the window's remaining generation
-turns); otherwise all calls start together when the window closes. :meth:`OpenWindow.close`
-waits for every call and returns the results in emitted order, so the absorb turn sees every
-call and result verbatim, exactly where the serial arm would have put them.
+A :class:`Window` holds its phase, its calls in emitted order, their execution and, once it
+closes, its :class:`~harness.certify.Certificate`. Its results are *withheld* while it is
+open (the run shows :attr:`Window.marker` in each call's tool message). With eager dispatch a
+call starts the moment it is admitted (its latency hides behind the window's remaining
+generation turns); otherwise every call starts together when the window closes.
+:meth:`Window.results` waits for them all and returns the results in emitted order, so the
+absorb turn sees every call and result verbatim, exactly where the serial arm put them.
 
-:func:`run_concurrently` runs a batch of calls in one task group; each call is isolated
-(:func:`harness.calls.execute_call` turns every failure into an error result), so one failure
-cannot cancel its siblings.
+:class:`Windows` drives windows online with a detector's tracker: for each emitted call it asks
+the tracker for an :class:`~harness.certify.Admission` about the open window, then applies it
+— closes the open window (*closed*), opens one and adds the call (*join*), closes it again at
+the slot count or size cap (*completed*) — and reports that as a :class:`Step`. It touches
+nothing in the world: the caller reveals closed windows, then dispatches the joined call. With
+no executor a window is a draft (membership only): the P arm advances its phase position and
+the certification kit replays runs that way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 
 import anyio
 from anyio.abc import TaskGroup
 
-from harness.calls import ToolResult, execute_call
+from harness.calls import Executor, ToolResult
+from harness.certify import DEFAULT_MARKER, Admission, Certificate, WindowTracker
 from harness.engines.base import ToolCall
-from harness.tools import Toolset
+from harness.engines.batch import gather
+from harness.errors import ConfigError
 
-__all__ = ("OpenWindow", "run_concurrently")
-
-
-async def run_concurrently(toolset: Toolset, calls: Sequence[ToolCall]) -> list[ToolResult]:
-    """Run ``calls`` concurrently; results in the order of ``calls``."""
-    results: dict[str, ToolResult] = {}
-
-    async def one(call: ToolCall) -> None:
-        results[call.id] = await execute_call(toolset, call)
-
-    async with anyio.create_task_group() as tg:
-        for call in calls:
-            tg.start_soon(one, call)
-    return [results[c.id] for c in calls]
+__all__ = ("Step", "Window", "Windows")
 
 
-class OpenWindow:
-    """The calls of the open window and (with eager dispatch) their running executions."""
+class Window:
+    """The calls of one window, their execution and (once closed) their certificate.
 
-    def __init__(self, toolset: Toolset, opened_turn: int, eager_group: TaskGroup | None) -> None:
-        self.toolset = toolset
+    ``executor``: how its calls run (``None``: a draft that only tracks membership).
+    ``eager``: the task group eager dispatch starts calls in (``None``: all run at close).
+    """
+
+    def __init__(
+        self,
+        phase: str | None,
+        *,
+        opened_turn: int = 0,
+        executor: Executor | None = None,
+        eager: TaskGroup | None = None,
+        marker: str = DEFAULT_MARKER,
+    ) -> None:
+        self.phase = phase
         self.opened_turn = opened_turn
+        self.marker = marker
         self.calls: list[ToolCall] = []
-        self._eager = eager_group
+        self.certificate: Certificate | None = None
+        self._executor = executor
+        self._eager = eager
         self._results: dict[str, ToolResult] = {}
         self._done: dict[str, anyio.Event] = {}
 
+    @property
+    def closed(self) -> bool:
+        return self.certificate is not None
+
+    @property
+    def mode(self) -> str:
+        """How its calls run, as the ledger names it: ``eager`` or ``window`` (at close)."""
+        return "eager" if self._eager is not None else "window"
+
     def add(self, call: ToolCall) -> None:
-        """Withhold ``call``; with eager dispatch, start it now."""
+        """``call`` joins the window (membership only; see :meth:`dispatch`)."""
+        if self.closed:
+            raise ConfigError(f"Window of phase {self.phase!r} is closed; {call.id} cannot join.")
         self.calls.append(call)
-        if self._eager is not None:
-            self._done[call.id] = anyio.Event()
-            self._eager.start_soon(self._run, call)
+
+    def dispatch(self, call: ToolCall) -> None:
+        """With eager dispatch, start ``call`` now (its result stays withheld)."""
+        if self._eager is None:
+            return
+        self._done[call.id] = anyio.Event()
+        self._eager.start_soon(self._run, call)
+
+    def close(self, certificate: Certificate) -> None:
+        self.certificate = certificate
 
     async def _run(self, call: ToolCall) -> None:
         try:
-            self._results[call.id] = await execute_call(self.toolset, call)
+            self._results[call.id] = await self._require_executor().execute(call)
         finally:
             self._done[call.id].set()
 
-    async def close(self) -> list[ToolResult]:
+    def _require_executor(self) -> Executor:
+        if self._executor is None:
+            raise ConfigError("A draft window (no executor) cannot run its calls.")
+        return self._executor
+
+    async def results(self) -> list[ToolResult]:
         """Run (or finish running) every call; results in emitted order."""
-        if self._eager is None:
-            return await run_concurrently(self.toolset, self.calls)
+        executor = self._require_executor()
+        pending = [c for c in self.calls if c.id not in self._done]
+        ran = await gather([partial(executor.execute, c) for c in pending])
+        self._results.update((c.id, r) for c, r in zip(pending, ran, strict=True))
         for call in self.calls:
-            await self._done[call.id].wait()
+            if call.id in self._done:
+                await self._done[call.id].wait()
         return [self._results[c.id] for c in self.calls]
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one admission did to the windows: ``closed`` (closed before the call is handled:
+    reveal it first), the admission itself, ``window`` (the window the call joined) and
+    ``completed`` (closed right after the call joined: reveal it after)."""
+
+    admission: Admission
+    closed: Window | None = None
+    window: Window | None = None
+    completed: Window | None = None
+
+
+class Windows:
+    """A tracker and the open window it decides about (see the module docstring)."""
+
+    def __init__(
+        self, tracker: WindowTracker, opener: Callable[[str | None], Window] = Window
+    ) -> None:
+        self.tracker = tracker
+        self.opener = opener
+        self.window: Window | None = None
+
+    @property
+    def open_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(self.window.calls) if self.window is not None else ()
+
+    def admit(self, call: ToolCall) -> Step:
+        admission = self.tracker.admit(call, self.window)
+        closed = None
+        if admission.closes is not None or (admission.action != "join" and self.window):
+            closed = self._close(admission.closes)
+        joined = None
+        if admission.action == "join":
+            if self.window is None:
+                self.window = self.opener(admission.phase)
+            joined = self.window
+            joined.add(call)
+        completed = self._close(admission.completes) if admission.completes else None
+        return Step(admission, closed, joined, completed)
+
+    def close(self, closed_by: str) -> Window | None:
+        """Close the open window now (a final answer, the end of a message)."""
+        if self.window is None:
+            return None
+        return self._close(self.tracker.certificate(self.window, closed_by))
+
+    def _close(self, certificate: Certificate | None) -> Window | None:
+        window, self.window = self.window, None
+        if window is None or not window.calls:
+            return None
+        if certificate is None:  # a tracker that forgot to say why: still a closed window
+            certificate = self.tracker.certificate(window, "closed")
+            assert certificate is not None
+        window.close(certificate)
+        return window
+
+    def replay(self, calls: Sequence[ToolCall], *, readmit_discarded: bool) -> list[Window]:
+        """Admit ``calls`` in order and return every window they closed (then close the
+        last). ``readmit_discarded``: admit a discarded call once more, as the loop's
+        regenerated call would be (the certification kit's model of a run)."""
+        closed: list[Window] = []
+
+        def keep(step: Step) -> None:
+            closed.extend(w for w in (step.closed, step.completed) if w is not None)
+
+        for call in calls:
+            step = self.admit(call)
+            keep(step)
+            if readmit_discarded and step.admission.action == "discard":
+                keep(self.admit(call))
+        last = self.close("end")
+        if last is not None:
+            closed.append(last)
+        return closed

@@ -328,7 +328,7 @@ SPEC = [
 def mislabeled_workspace() -> CertifiableToolset:
     """The real workspace with one wrong annotation: ``append_note`` declared idempotent
     ("adding a note is safe to retry" — it is not: a retry adds the note twice)."""
-    import toolsets.workspace as ws
+    import harness.toolsets.workspace as ws
     from harness import Effect
 
     def make(state: ws.WorkspaceState) -> Toolset:

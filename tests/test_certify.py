@@ -20,6 +20,7 @@ from harness.certify import (
     make_detector,
 )
 from harness.errors import ConfigError
+from harness.window import Windows
 from tests.doubles import MANIFEST, Store, make_toolset
 from tests.strategies import doc_calls, schedules
 
@@ -238,37 +239,41 @@ def test_no_manifest_phase_fails_D3_for_the_schema_sound_detector() -> None:
 def test_the_tracker_closes_a_window_on_its_slot_count() -> None:
     from harness.certify import SchemaSoundDetector as D
 
-    tracker = D().tracker(make_toolset(Store()), MANIFEST.skill("report"), {"keys": ["a", "b"]})
+    tracker = Windows(
+        D().tracker(make_toolset(Store()), MANIFEST.skill("report"), {"keys": ["a", "b"]})
+    )
     first = tracker.admit(call(0, "read_doc", key="a"))
     second = tracker.admit(call(1, "read_doc", key="b"))
-    assert (first.action, first.completes) == ("join", None)
-    assert second.action == "join"
-    assert second.completes is not None
-    assert second.completes.closed_by == "slot_closure"
-    assert second.completes.call_ids == ("call_0", "call_1")
+    assert (first.admission.action, first.admission.completes) == ("join", None)
+    assert second.admission.action == "join"
+    assert second.admission.completes is not None
+    assert second.admission.completes.closed_by == "slot_closure"
+    assert second.admission.completes.call_ids == ("call_0", "call_1")
 
 
 def test_the_tracker_closes_on_a_phase_change_and_discards_a_dependent_call() -> None:
-    tracker = SchemaSoundDetector().tracker(
-        make_toolset(Store()), MANIFEST.skill("report_unslotted"), {}
+    tracker = Windows(
+        SchemaSoundDetector().tracker(make_toolset(Store()), MANIFEST.skill("report_unslotted"), {})
     )
     tracker.admit(call(0, "read_doc", key="a"))
     tracker.admit(call(1, "read_doc", key="b"))
     verdict = tracker.admit(call(2, "write_doc", key="s", body="?"))
-    assert verdict.action == "discard"
-    assert verdict.closes is not None
-    assert verdict.closes.n == 2
-    assert verdict.failures[0].condition == "D2"
+    assert verdict.admission.action == "discard"
+    assert verdict.admission.closes is not None
+    assert verdict.admission.closes.n == 2
+    assert verdict.admission.failures[0].condition == "D2"
 
 
 def test_the_tracker_caps_a_window_at_its_size_limit() -> None:
-    tracker = SchemaSoundDetector(max_window=2).tracker(
-        make_toolset(Store()), MANIFEST.skill("report_unslotted"), {}
+    tracker = Windows(
+        SchemaSoundDetector(max_window=2).tracker(
+            make_toolset(Store()), MANIFEST.skill("report_unslotted"), {}
+        )
     )
     tracker.admit(call(0, "read_doc", key="a"))
     capped = tracker.admit(call(1, "read_doc", key="b"))
-    assert capped.completes is not None
-    assert capped.completes.closed_by == "size_cap"
+    assert capped.admission.completes is not None
+    assert capped.admission.completes.closed_by == "size_cap"
 
 
 def test_the_phase_heuristic_certifies_reads_without_a_manifest_and_can_false_fill() -> None:
@@ -282,10 +287,10 @@ def test_the_phase_heuristic_certifies_reads_without_a_manifest_and_can_false_fi
 
 def test_the_phase_heuristic_catches_a_call_that_quotes_the_withheld_marker() -> None:
     detector = PhaseHeuristicDetector()
-    tracker = detector.tracker(make_toolset(Store()), None, {})
+    tracker = Windows(detector.tracker(make_toolset(Store()), None, {}))
     tracker.admit(call(0, "read_doc", key="a"))
     verdict = tracker.admit(call(1, "read_doc", key=detector.marker))
-    assert verdict.action == "discard"
+    assert verdict.admission.action == "discard"
 
 
 def test_an_unknown_detector_name_is_a_config_error() -> None:
@@ -296,12 +301,14 @@ def test_an_unknown_detector_name_is_a_config_error() -> None:
 def test_certification_never_reads_results() -> None:
     """D1-D3 look at names, arguments, effects and the manifest only: a Task is enough."""
     task = Task(id="t", prompt="p", skill="report", inputs={"keys": ["a"]})
-    tracker = SchemaSoundDetector().tracker(
-        make_toolset(Store()), MANIFEST.skill(task.skill or ""), task.inputs
+    tracker = Windows(
+        SchemaSoundDetector().tracker(
+            make_toolset(Store()), MANIFEST.skill(task.skill or ""), task.inputs
+        )
     )
     verdict = tracker.admit(call(0, "read_doc", key="a"))
-    assert verdict.action == "join"
-    assert verdict.completes is not None
+    assert verdict.admission.action == "join"
+    assert verdict.admission.completes is not None
 
 
 AMBIGUOUS = Manifest.from_dict(
@@ -326,12 +333,12 @@ AMBIGUOUS = Manifest.from_dict(
 def test_a_call_that_may_belong_to_a_later_dependent_phase_is_never_windowed() -> None:
     """An open-ended fan-out phase followed by a phase that reuses its tool on its results:
     the second read may be the dependent one, so it must not join the first read's window."""
-    tracker = SchemaSoundDetector().tracker(make_toolset(Store()), AMBIGUOUS, {})
+    tracker = Windows(SchemaSoundDetector().tracker(make_toolset(Store()), AMBIGUOUS, {}))
     first = tracker.admit(call(0, "read_doc", key="a"))
     second = tracker.admit(call(1, "read_doc", key="from-a"))
-    assert first.action == "serial"
-    assert first.failures[0].code == "D3_ambiguous_phase"
-    assert second.action == "serial"
+    assert first.admission.action == "serial"
+    assert first.admission.failures[0].code == "D3_ambiguous_phase"
+    assert second.admission.action == "serial"
     assert tracker.open_calls == ()
 
 
@@ -353,8 +360,23 @@ def test_a_slot_count_resolves_the_ambiguity() -> None:
             }
         }
     ).skill("s")
-    tracker = SchemaSoundDetector().tracker(make_toolset(Store()), slotted, {})
-    assert tracker.admit(call(0, "read_doc", key="a")).action == "join"
+    tracker = Windows(SchemaSoundDetector().tracker(make_toolset(Store()), slotted, {}))
+    assert tracker.admit(call(0, "read_doc", key="a")).admission.action == "join"
     closing = tracker.admit(call(1, "read_doc", key="b"))
-    assert closing.completes is not None
-    assert tracker.admit(call(2, "read_doc", key="from-a")).action == "serial"
+    assert closing.admission.completes is not None
+    assert tracker.admit(call(2, "read_doc", key="from-a")).admission.action == "serial"
+
+
+def test_batch_and_online_certification_report_an_over_filled_phase_with_the_same_code() -> None:
+    ts = make_toolset(Store())
+    phase = MANIFEST.skill("report").phases[0]  # fan_out read_doc, slots = input:keys
+    inputs = {"keys": ["a"]}
+    calls = [call(0, "read_doc", key="a"), call(1, "read_doc", key="b")]
+    batch = SchemaSoundDetector().certify(ts, calls, phase, inputs)
+    assert isinstance(batch, Rejection)
+    assert "D3_over_slots" in batch.codes
+    online = Windows(SchemaSoundDetector().tracker(ts, MANIFEST.skill("report"), inputs))
+    online.admit(calls[0])
+    second = online.admit(calls[1])
+    assert second.admission.action == "serial"
+    assert second.admission.failures[0].code == "D3_over_slots"

@@ -182,7 +182,7 @@ def test_the_manifest_that_marks_the_ticket_a_result_passes_where_the_hidden_one
 
 def test_the_honest_workspace_certifies_with_the_default_example_count():
     """The runtime of this test is the figure quoted in the README (about 30 s on 2 cores)."""
-    report = check_toolset("toolsets.workspace")
+    report = check_toolset("harness.toolsets.workspace")
     assert report.ok, report.render()
     assert not report.unverified
     assert report.examples == DEFAULT_EXAMPLES
@@ -194,9 +194,11 @@ def test_the_honest_workspace_certifies_with_the_default_example_count():
 
 
 def test_the_workspace_manifest_adds_its_phases_and_D2_per_skill():
-    from toolsets.workspace import load_workspace_manifest
+    from harness.toolsets.workspace import load_workspace_manifest
 
-    report = check_toolset("toolsets.workspace", manifest=load_workspace_manifest(), examples=5)
+    report = check_toolset(
+        "harness.toolsets.workspace", manifest=load_workspace_manifest(), examples=5
+    )
     assert report.ok, report.render()
     subjects = {c.subject for c in report.claims}
     assert "windows of handover.handover" in subjects
@@ -281,7 +283,7 @@ async def test_the_kit_refuses_to_run_inside_an_event_loop_with_a_clear_error():
 
 
 def test_toolset_names_load_as_modules_objects_and_factories():
-    module = load_certifiable("toolsets.workspace")
+    module = load_certifiable("harness.toolsets.workspace")
     assert module.resources is not None
     assert module.example_values is not None
     factory = load_certifiable("tests.broken_toolsets:honest")

@@ -80,7 +80,7 @@ def test_parallel_prompting_asks_for_every_independent_call_at_once() -> None:
 
 def test_a_chat_without_system_prompt_gets_the_default_one() -> None:
     rendered = _format.render_messages([{"role": "user", "content": "hi"}], TOOLS, False)
-    assert rendered[0]["content"].startswith(_format.DEFAULT_SYSTEM)
+    assert rendered[0]["content"].startswith(_format.FALLBACK_SYSTEM)
 
 
 def test_without_tools_the_chat_passes_through_as_text() -> None:

@@ -33,7 +33,6 @@ from harness.fabric import (
     RepairPolicy,
     TaskGraph,
     Verdict,
-    demo_engine,
     example_graph,
     example_plan,
     json_schema,
@@ -48,7 +47,7 @@ from harness.fabric import (
     verify_node,
     vote,
 )
-from harness.testing import ScriptedEngine
+from harness.testing import ScriptedEngine, fabric_demo_engine
 from tests.fabric_doubles import GatedEngine, echo, node_of, step
 from tests.strategies import ballots, dag_specs
 
@@ -648,7 +647,7 @@ async def test_a_plan_with_no_usable_step_runs_the_task_as_one_step():
 @pytest.mark.anyio
 async def test_the_demo_engine_plans_executes_and_composes():
     outcome = await plan_and_execute(
-        demo_engine(overhead_ms=0, decode_ms_per_token=0), "explain tides"
+        fabric_demo_engine(overhead_ms=0, decode_ms_per_token=0), "explain tides"
     )
     assert outcome.ok
     assert outcome.figures.depth == 3

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.fabric_bench import GRAPH_VARIANTS, PLAN_VARIANTS, measure, report
-from harness.fabric import demo_engine
+from harness.benchmarks.fabric_bench import GRAPH_VARIANTS, PLAN_VARIANTS, measure, report
+from harness.testing import fabric_demo_engine as demo_engine
 
 
 @pytest.mark.anyio

@@ -364,7 +364,7 @@ def test_a_cli_run_whose_plan_lost_steps_exits_non_zero(monkeypatch, capsys):
 
         return ScriptedEngine(script=script)
 
-    monkeypatch.setattr("harness._commands.fabric.demo_engine", lossy_engine)
+    monkeypatch.setattr("harness.testing.fabric_demo_engine", lossy_engine)
     assert main(["fabric", "run", "--engine", "scripted-demo", "--prompt", "t"]) == 1
     out = capsys.readouterr().out
     assert "the plan lost: T2" in out

@@ -126,6 +126,7 @@ def test_window_below_one_is_exit_2(capsys):
 
 
 def test_plot_writes_a_png(capsys, tmp_path):
+    pytest.importorskip("matplotlib", reason="the plot extra: pip install 'agent-harness[plot]'")
     path = tmp_path / "frontier.png"
     assert main(["frontier", "--n", "2", "6", "8", "10", "--plot", str(path)]) == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

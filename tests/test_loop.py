@@ -11,7 +11,7 @@ import pytest
 
 from harness import Completion, GenerationSettings, Task, Toolset, UsageLimitExceeded, tool
 from harness.certify import DEFAULT_MARKER
-from harness.loop import LoopConfig, run_loop
+from harness.loop import FlattenSettings, LoopConfig, ResampleSettings, run_loop
 from harness.testing import ScriptedEngine
 from tests.doubles import MANIFEST, make_toolset, report_task, seeded_store
 
@@ -37,7 +37,7 @@ async def test_F_makes_exactly_as_many_generation_calls_as_S() -> None:
     s, s_engine, _ = await gold_run("S")
     f, f_engine, _ = await gold_run("F")
     assert len(f_engine.requests) == len(s_engine.requests) == len(KEYS) + 2
-    assert f.summary.repairs == 0
+    assert f.summary.discards == 0
     assert [w.n for w in f.windows] == [len(KEYS)]
     assert s.windows == []
 
@@ -62,7 +62,7 @@ async def test_withheld_results_never_appear_before_the_window_closes() -> None:
 async def test_F_and_S_leave_the_same_final_state_and_transcript() -> None:
     s, _, s_store = await gold_run("S")
     f, _, f_store = await gold_run("F")
-    e, _, e_store = await gold_run("F", eager=True)
+    e, _, e_store = await gold_run("F", flatten=FlattenSettings(eager=True))
     assert s_store.fingerprint() == f_store.fingerprint() == e_store.fingerprint()
     assert s.messages == f.messages == e.messages
     assert s.answer == f.answer == "Summary written."
@@ -144,7 +144,7 @@ async def test_eager_dispatch_starts_a_certified_call_before_the_window_closes()
     store = seeded_store(KEYS)
     engine = ScriptedEngine(overhead_ms=5)  # each generation yields to the event loop
     result = await run_loop(
-        engine, make_toolset(store), report_task(KEYS), LoopConfig(arm="F", policy="gold", eager=True),
+        engine, make_toolset(store), report_task(KEYS), LoopConfig(arm="F", policy="gold", flatten=FlattenSettings(eager=True)),
         manifest=MANIFEST,
     )  # fmt: skip
     first = next(r for r in result.call_records if r.call_id == "call_0")
@@ -188,7 +188,7 @@ async def test_a_call_that_needs_a_withheld_result_is_discarded_regenerated_and_
     result = await run_loop(
         engine, make_toolset(store), task, LoopConfig(arm="F"), manifest=MANIFEST
     )
-    assert result.summary.repairs == 1
+    assert result.summary.discards == 1
     assert store.docs["s"] == "body of a + body of b"
     assert [w.closed_by for w in result.windows] == ["D2_dependent_call"]
     assert all("guess" not in json.dumps(m) for m in result.messages)
@@ -234,7 +234,7 @@ async def test_non_idempotent_appends_never_share_a_window() -> None:
     )
     assert store.log == ["0", "1", "2"]
     assert all(w.n == 1 for w in result.windows)
-    assert result.summary.repairs == 1
+    assert result.summary.discards == 1
 
 
 async def test_a_final_answer_generated_with_results_withheld_is_regenerated() -> None:
@@ -249,7 +249,7 @@ async def test_a_final_answer_generated_with_results_withheld_is_regenerated() -
         manifest=MANIFEST,
     )
     assert result.answer == "informed answer"
-    assert result.summary.repairs == 1
+    assert result.summary.discards == 1
 
 
 async def test_no_window_certifies_on_a_chain() -> None:
@@ -297,7 +297,11 @@ async def test_P_plus_V_rejects_a_duplicate_window_and_resamples_as_one_batch() 
     engine = ScriptedEngine(counted, overhead_ms=5)
     task = report_task(["a", "b"])
     result = await run_loop(
-        engine, make_toolset(store), task, LoopConfig(arm="P+V", max_resamples=3), manifest=MANIFEST
+        engine,
+        make_toolset(store),
+        task,
+        LoopConfig(arm="P+V", resample=ResampleSettings(max_resamples=3)),
+        manifest=MANIFEST,
     )
     assert result.summary.resamples == 3
     assert engine.max_in_flight == 3  # the three candidates went to the engine together
@@ -380,7 +384,7 @@ async def test_cancelling_a_run_leaves_no_tool_running() -> None:
         async def go() -> None:
             await run_loop(
                 ScriptedEngine(_script(replies), overhead_ms=1), Toolset([hang]),
-                Task(id="h", prompt="p", skill="h"), LoopConfig(arm="F", eager=True, max_window=2),
+                Task(id="h", prompt="p", skill="h"), LoopConfig(arm="F", flatten=FlattenSettings(eager=True), max_window=2),
                 manifest=Manifest.from_dict(skill),
             )  # fmt: skip
 
@@ -470,3 +474,41 @@ async def test_a_parallel_arm_gets_a_token_budget_for_a_whole_window() -> None:
     result, engine, _ = await gold_run("P", generation=GenerationSettings(max_tokens=50))
     assert {r.settings.max_tokens for r in engine.requests} == {200}
     assert result.summary.finished
+
+
+class RecordingExecutor:
+    """An executor that runs calls in process and records each call's start and end (what a
+    journal does at the execution seam)."""
+
+    def __init__(self, toolset: Toolset) -> None:
+        self.toolset = toolset
+        self.events: list[tuple[str, str]] = []
+
+    async def execute(self, call: Any) -> Any:
+        from harness.calls import execute_call
+
+        self.events.append(("intent", call.id))
+        result = await execute_call(self.toolset, call)
+        self.events.append(("outcome", call.id))
+        return result
+
+
+@pytest.mark.parametrize("arm", ["S", "F", "P", "P+V"])
+async def test_every_call_of_every_arm_goes_through_the_executor_once(arm: str) -> None:
+    store = seeded_store(KEYS)
+    executor = RecordingExecutor(make_toolset(store))
+    result = await run_loop(
+        ScriptedEngine(),
+        executor.toolset,
+        report_task(KEYS),
+        LoopConfig(arm=arm, policy="gold"),  # type: ignore[arg-type]
+        manifest=MANIFEST,
+        executor=executor,
+    )
+    ids = [c.id for c in result.calls]
+    assert sorted(i for kind, i in executor.events if kind == "intent") == sorted(ids)
+    assert sorted(i for kind, i in executor.events if kind == "outcome") == sorted(ids)
+    for call_id in ids:
+        assert executor.events.index(("intent", call_id)) < executor.events.index(
+            ("outcome", call_id)
+        )

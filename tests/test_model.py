@@ -31,6 +31,8 @@ def fake_convert(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
 
     monkeypatch.setattr(model_mod, "find_gguf", lambda: gguf)
     monkeypatch.setattr(model_mod, "_convert", convert)
+    # the fake needs none of the real converter's packages (absent in a no-extras install)
+    monkeypatch.setattr(model_mod, "_check_converter", lambda: None)
     return runs
 
 
@@ -119,8 +121,12 @@ def test_missing_converter_packages_point_to_the_cpu_extra(
     real = importlib.util.find_spec
 
     def find_spec(name: str, *args: object) -> object:
+        if name in ("transformers", "accelerate", "torch"):  # present, whatever is installed
+            return object()
         return None if name == "gguf" else real(name)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    with pytest.raises(ConfigError, match=r"needs gguf.*agent-harness\[cpu\]"):
+    with pytest.raises(
+        ConfigError, match=r"needs gguf, which is not installed.*agent-harness\[cpu\]"
+    ):
         model_mod._check_converter()

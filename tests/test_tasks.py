@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.tasks import (
+from harness.benchmarks.tasks import (
     KINDS,
     TaskFileError,
     WorkloadTask,
@@ -29,7 +29,8 @@ from harness.errors import ConfigError
 from harness.loop import ARMS, LoopConfig, run_loop
 from harness.task import GoldCall
 from harness.testing import ScriptedEngine
-from toolsets.workspace import WorkspaceState, load_workspace_manifest
+from harness.toolsets.workspace import WorkspaceState, load_workspace_manifest
+from harness.window import Windows
 
 TASKS = generate_tasks(0)
 MANIFEST = load_workspace_manifest()
@@ -56,13 +57,9 @@ async def apply_gold(task: WorkloadTask) -> tuple[list[ToolCall], WorkspaceState
 def online_windows(task: WorkloadTask) -> tuple[int, ...]:
     """The certified windows the schema-sound tracker forms over the gold calls, in order."""
     toolset, _ = task.toolset()
-    tracker = DETECTOR.tracker(toolset, MANIFEST.skill(task.skill), task.task.inputs)
-    certificates: list[Certificate] = []
-    for c in gold_tool_calls(task):
-        admission = tracker.admit(c)
-        certificates += [x for x in (admission.closes, admission.completes) if x is not None]
-    last = tracker.close("final_answer")
-    certificates += [last] if last is not None else []
+    windows = Windows(DETECTOR.tracker(toolset, MANIFEST.skill(task.skill), task.task.inputs))
+    closed = windows.replay(gold_tool_calls(task), readmit_discarded=False)
+    certificates = [w.certificate for w in closed if w.certificate is not None]
     return tuple(c.n for c in certificates if c.n >= 2)
 
 

@@ -14,7 +14,7 @@ from harness.calls import execute_call
 from harness.certify import SchemaSoundDetector, check_d1
 from harness.engines.base import ToolCall
 from harness.errors import ManifestError
-from toolsets.workspace import (
+from harness.toolsets.workspace import (
     FIELDS,
     MANIFEST_PATH,
     STATUSES,
@@ -276,7 +276,7 @@ async def test_every_tool_sleeps_its_drawn_latency_in_anyio(
     async def fake_sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setattr("toolsets.workspace.tools.anyio.sleep", fake_sleep)
+    monkeypatch.setattr("harness.toolsets.workspace.tools.anyio.sleep", fake_sleep)
     latency = Latency(mean_s=0.4, sigma_s=0.1, seed=1)
     state = new_state(0)
     toolset = make_toolset(state, latency=latency)

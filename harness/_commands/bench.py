@@ -19,7 +19,8 @@ DESCRIPTION = """\
 Run the paper's never-run protocol on a real engine: every arm (S, F, F+eager, P, P+V) over the
 48 seeded workload tasks under the gold policy (same tokens in S and F: the dividend at fixed
 accuracy) and the model policy (the model chooses), the phase-heuristic detector as a control,
-and 32 BFCL simple + 32 parallel entries at temperature 0 to anchor the parallel-calling gap g.
+and up to 32 entries of each of BFCL's AST categories at temperature 0 (single-call categories
+under S, parallel ones under P) to anchor the parallel-calling gap g per category pair.
 K loops (--concurrency, default 8) share one in-process vLLM engine.
 
 Writes to --out: results.jsonl (every turn, call and window; resumable: restart the same
@@ -50,7 +51,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="5 tasks (fan-out n=2/6/10, a chain, a mixed), 4+4 BFCL entries",
+        help="5 tasks (fan-out n=2/6/10, a chain, a mixed), 1 BFCL entry per category",
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="output directory (default runs/quick or runs/full)"
@@ -97,8 +98,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         nargs=2,
         default=(32, 32),
-        metavar=("SIMPLE", "PARALLEL"),
-        help="BFCL entries (default 32 32; 0 0 skips)",
+        metavar=("SINGLE", "PARALLEL"),
+        help="BFCL entries per single-call category and per parallel category (default 32 32, "
+        "a smaller category taken whole; 0 0 skips)",
+    )
+    parser.add_argument(
+        "--bfcl-categories",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="BFCL AST categories to run (default all: simple multiple parallel "
+        "parallel_multiple live_simple live_multiple live_parallel live_parallel_multiple)",
     )
     parser.add_argument(
         "--latency", type=float, default=0.5, metavar="S", help="tool latency L (default 0.5 s)"
@@ -124,8 +134,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchmarks.bench import ARM_LABELS, BenchPlan, load_results, run_bench, versions
-    from benchmarks.report import write_report
+    from harness.benchmarks.bench import ARM_LABELS, BenchPlan, load_results, run_bench, versions
+    from harness.benchmarks.bfcl import CATEGORIES
+    from harness.benchmarks.report import write_report
 
     if args.report_only is not None:
         path = args.report_only / "results.jsonl"
@@ -149,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         out=out, quick=args.quick, seed=args.seed, concurrency=args.concurrency,
         arms=tuple(args.arms or ARM_LABELS), policies=tuple(args.policy or ("gold", "model")),
         heuristic=not args.no_heuristic, model_arms=tuple(args.model_arms or ARM_LABELS), bfcl_simple=args.bfcl[0], bfcl_parallel=args.bfcl[1],
+        bfcl_categories=tuple(args.bfcl_categories or CATEGORIES),
         latency_s=args.latency, latency_sigma_s=args.sigma, max_tokens=args.max_tokens,
         task_ids=tuple(args.tasks or ()), declared_gap_pp=args.gap, engine_label=args.engine,
         command="harness " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "",
@@ -180,6 +192,12 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     for verdict in summary["verdicts"]:
         held = {True: "held", False: "VIOLATED", None: "not measured"}[verdict["held"]]
         print(f"{verdict['name']:>4}: {held:<12} {verdict['summary']}")
+    for row in summary.get("bfcl_gaps", []):
+        (s_ok, s_n), (p_ok, p_n), (low, high) = row["single"], row["parallel"], row["ci_pp"]
+        print(
+            f"   g {row['pair']}: {s_ok}/{s_n} under S vs {p_ok}/{p_n} under P: "
+            f"{row['gap_pp']:+.1f}pp (95% CI [{low:+.1f}, {high:+.1f}]pp)"
+        )
     print(
         f"\nreport: {out / 'report.md'}  (results.jsonl, summary.json, regime.json, plots beside it)"
     )

@@ -42,11 +42,11 @@ OpenAI/MCP-style spec file (.json).
 
 EPILOG = f"""\
 examples:
-  harness certify toolsets.workspace                      # the workspace, {DEFAULT_EXAMPLES} examples per claim
-  harness certify toolsets.workspace --manifest manifests/workspace.toml   # + its phases and D2
+  harness certify harness.toolsets.workspace                      # the workspace, {DEFAULT_EXAMPLES} examples per claim
+  harness certify harness.toolsets.workspace --manifest manifests/workspace.toml   # + its phases and D2
   harness certify mypkg.tools:certifiable --examples 200 --seed 3
   harness certify tools.json                              # a spec file: what can be checked
-  harness certify toolsets.workspace --json > certify.json   # for CI
+  harness certify harness.toolsets.workspace --json > certify.json   # for CI
 
 exit status: 0 no claim is false, 1 a claim is false, 2 a usage error (bad TOOLSET, ...).
 

@@ -31,7 +31,6 @@ from harness.fabric import (
     PEFFigures,
     PlanRun,
     RepairPolicy,
-    demo_engine,
     example_graph,
     example_plan,
     measure_baseline,
@@ -270,7 +269,9 @@ def _config(args: argparse.Namespace) -> FabricConfig:
 @asynccontextmanager
 async def _open(args: argparse.Namespace) -> AsyncIterator[Engine]:
     if args.engine == "scripted-demo":
-        async with demo_engine() as scripted:
+        from harness.testing import fabric_demo_engine
+
+        async with fabric_demo_engine() as scripted:
             yield scripted
         return
     from harness._commands._engine_args import open_engine

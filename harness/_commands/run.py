@@ -16,7 +16,7 @@ __all__ = ("register", "run")
 DESCRIPTION = """\
 Run one task of the seeded workload (see `harness tasks list`) under the arms you choose, on
 the in-process vLLM engine by default, each from a fresh store, and print per arm: turns,
-calls, certified windows, repairs, prompt / cached / billed tokens, engine and wall seconds,
+calls, certified windows, D2 discards, prompt / cached / billed tokens, engine and wall seconds,
 and whether the run met the task's gold label.
 
 Arms: S (serial), F (flattened), F+eager (F with eager dispatch), P (native parallel),
@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _spec(label: str, args: argparse.Namespace) -> Any:
-    from benchmarks.jobs import JobSpec
+    from harness.benchmarks.jobs import JobSpec
 
     if args.latency < 0 or args.sigma < 0:
         raise ConfigError("--latency and --sigma must be zero or more seconds.")
@@ -93,9 +93,9 @@ def _spec(label: str, args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchmarks.jobs import dumps, run_job
-    from benchmarks.tasks import generate_tasks, task_by_id
-    from toolsets.workspace import load_workspace_manifest
+    from harness.benchmarks.jobs import dumps, run_job
+    from harness.benchmarks.tasks import generate_tasks, task_by_id
+    from harness.toolsets.workspace import load_workspace_manifest
 
     if args.engine == "scripted" and args.policy != "gold":
         raise ConfigError(
@@ -132,7 +132,7 @@ def render_table(jobs: list[dict[str, Any]]) -> str:
         "turns",
         "calls",
         "windows",
-        "repairs",
+        "discards",
         "prompt",
         "cached",
         "billed",
@@ -146,7 +146,7 @@ def render_table(jobs: list[dict[str, Any]]) -> str:
         windows = ",".join(str(len(w["call_ids"])) for w in job["windows"]) or "-"
         rows.append((
             job["label"], str(s.get("turns", 0)), str(s.get("calls", 0)), windows,
-            str(s.get("repairs", 0)), str(s.get("prompt_tokens", 0)), str(s.get("cached_tokens", 0)),
+            str(s.get("discards", s.get("repairs", 0))), str(s.get("prompt_tokens", 0)), str(s.get("cached_tokens", 0)),
             str(s.get("billed_tokens", 0)), f"{s.get('engine_s', 0.0):.2f}", f"{s.get('wall_s', 0.0):.2f}",
             "yes" if job["success"] else "NO",
         ))  # fmt: skip

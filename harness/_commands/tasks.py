@@ -1,4 +1,4 @@
-"""``harness tasks``: list and show the 48 seeded workload tasks (:mod:`benchmarks.tasks`)."""
+"""``harness tasks``: list and show the 48 seeded workload tasks (:mod:`harness.benchmarks.tasks`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from benchmarks.tasks import KINDS, WorkloadTask, generate_tasks, task_by_id
+from harness.benchmarks.tasks import KINDS, WorkloadTask, generate_tasks, task_by_id
 
 __all__ = ("register", "run_list", "run_show")
 

@@ -1,6 +1,14 @@
-"""Model backends behind one protocol (:mod:`harness.engines.base`)."""
+"""Model backends behind one protocol (:mod:`harness.engines.base`).
+
+The protocol and its values load with this package; the engines themselves load on first use
+(``harness.engines.OpenAIHTTPEngine`` imports httpx, ``harness.engines.VLLMEngine`` the engine
+module, which imports vLLM only when an engine starts).
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from harness.engines.base import (
     Completion,
@@ -12,8 +20,18 @@ from harness.engines.base import (
     ToolSpec,
     Usage,
 )
-from harness.engines.openai_http import OpenAIHTTPEngine
-from harness.engines.vllm import CacheStats, VLLMEngine, VLLMSettings, open_default_engine
+
+if TYPE_CHECKING:
+    from harness.engines.openai_http import OpenAIHTTPEngine
+    from harness.engines.vllm import CacheStats, VLLMEngine, VLLMSettings, open_default_engine
+
+_LAZY: dict[str, str] = {
+    "OpenAIHTTPEngine": "harness.engines.openai_http",
+    "CacheStats": "harness.engines.vllm",
+    "VLLMEngine": "harness.engines.vllm",
+    "VLLMSettings": "harness.engines.vllm",
+    "open_default_engine": "harness.engines.vllm",
+}
 
 __all__ = (
     "CacheStats",
@@ -30,3 +48,16 @@ __all__ = (
     "VLLMSettings",
     "open_default_engine",
 )
+
+
+def __getattr__(name: str) -> Any:
+    home = _LAZY.get(name)
+    if home is None:
+        raise AttributeError(f"module 'harness.engines' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -42,7 +42,7 @@ from harness.engines.base import (
 from harness.errors import EngineRequestError
 
 __all__ = (
-    "DEFAULT_SYSTEM",
+    "FALLBACK_SYSTEM",
     "ParsedReply",
     "forced_completion",
     "forced_text",
@@ -56,7 +56,7 @@ __all__ = (
 )
 
 #: The system prompt used when the chat has none and tools are given.
-DEFAULT_SYSTEM = "You are a careful assistant that completes tasks by calling tools."
+FALLBACK_SYSTEM = "You are a careful assistant that completes tasks by calling tools."
 
 _FORMAT_SERIAL = (
     "Call exactly one tool per reply; its result comes back in the next message "
@@ -171,7 +171,7 @@ def render_messages(
         system = message_text(rest.pop(0).get("content"))
         rendered.append({"role": "system", "content": f"{system}\n\n{block}" if system else block})
     else:
-        rendered.append({"role": "system", "content": f"{DEFAULT_SYSTEM}\n\n{block}"})
+        rendered.append({"role": "system", "content": f"{FALLBACK_SYSTEM}\n\n{block}"})
     for message in rest:
         role = str(message.get("role", "user"))
         if role == "assistant":

@@ -15,6 +15,7 @@ job (the loop only sees structured :class:`ToolCall` values).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 __all__ = (
+    "Arguments",
     "ClosingContext",
     "Completion",
     "Engine",
@@ -44,16 +46,54 @@ ToolSpec = dict[str, Any]
 
 
 @dataclass(frozen=True)
+class Arguments:
+    """A call's arguments parsed once: the raw text the model wrote, the JSON object it
+    holds (``value``; ``None`` when it is not one) and, if not, why (``problem``, a sentence
+    the model can act on). An empty string is the empty object."""
+
+    raw: str
+    value: Mapping[str, Any] | None
+    problem: str | None = None
+
+    @classmethod
+    def parse(cls, raw: str, tool: str) -> Arguments:
+        try:
+            parsed = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            problem = (
+                f"Arguments for '{tool}' are not valid JSON ({exc.msg} at char {exc.pos}); "
+                "send a JSON object."
+            )
+            return cls(raw, None, problem)
+        except RecursionError:
+            return cls(raw, None, f"Arguments for '{tool}' are nested too deeply.")
+        if not isinstance(parsed, dict):
+            problem = f"Arguments for '{tool}' must be a JSON object, got {type(parsed).__name__}."
+            return cls(raw, None, problem)
+        return cls(raw, parsed)
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
+
+
+@dataclass(frozen=True)
 class ToolCall:
     """One call the model emitted: an id, a tool name and the raw JSON argument string.
 
     ``arguments`` stays the raw string the model produced (it may be invalid JSON: that is a
-    model mistake the loop reports back, not an engine failure).
+    model mistake the loop reports back, not an engine failure); :attr:`args` is that string
+    parsed once (the certifier, the validator and the executor all read it).
     """
 
     id: str
     name: str
     arguments: str
+
+    @functools.cached_property
+    def args(self) -> Arguments:
+        """The arguments parsed once (cached on the call)."""
+        return Arguments.parse(self.arguments, self.name)
 
     def parsed_arguments(self) -> Any:
         """``json.loads(arguments)``; raises ``json.JSONDecodeError`` on bad JSON."""

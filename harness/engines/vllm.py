@@ -18,6 +18,7 @@ raises :class:`~harness.errors.ConfigError` with the install command if it is mi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import itertools
@@ -34,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import sniffio
 
 from harness.engines import _format
+from harness.engines._spawn import spawn_without_main
 from harness.engines.base import (
     ClosingContext,
     Completion,
@@ -202,6 +203,15 @@ def _apply_environment(settings: VLLMSettings) -> None:
             os.environ.setdefault(key, value)
 
 
+def _in_asyncio() -> bool:
+    """True when called from a running asyncio event loop (vLLM's front end needs one)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _model_folder(model: str | os.PathLike[str]) -> Path:
     folder = Path(model).expanduser()
     if not (folder / "config.json").is_file():
@@ -224,7 +234,11 @@ def _launch(folder: Path, settings: VLLMSettings, counters: _Counters) -> Any:
     except TypeError as exc:
         raise ConfigError(f"Bad engine setting: {exc}; check VLLMSettings.extra.") from exc
     try:
-        return AsyncLLM.from_engine_args(engine_args, stat_loggers=[_stat_logger_factory(counters)])
+        # The engine core is a spawned process: keep it from re-running the user's script.
+        with spawn_without_main():
+            return AsyncLLM.from_engine_args(
+                engine_args, stat_loggers=[_stat_logger_factory(counters)]
+            )
     except Exception as exc:
         raise EngineDeadError(
             f"vLLM could not start on {folder}: {type(exc).__name__}: {exc}. "
@@ -339,7 +353,7 @@ class VLLMEngine(ClosingContext):
         ``overrides`` are :class:`VLLMSettings` fields. Loading blocks the event loop for the
         engine's start-up (seconds). Must run under asyncio (vLLM's front end is asyncio).
         """
-        if sniffio.current_async_library() != "asyncio":
+        if not _in_asyncio():
             raise ConfigError(
                 "VLLMEngine needs the asyncio event loop (vLLM's front end is asyncio); "
                 "run under anyio's asyncio backend."

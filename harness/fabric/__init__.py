@@ -45,7 +45,7 @@ from harness.fabric.decompose import (
     plan_and_execute,
     plan_messages,
 )
-from harness.fabric.examples import EXAMPLE_TASK, demo_engine, example_graph, example_plan
+from harness.fabric.examples import EXAMPLE_TASK, example_graph, example_plan
 from harness.fabric.executor import Fabric, FabricRun, Inference
 from harness.fabric.figures import NaiveBaseline, PEFFigures
 from harness.fabric.gating import CRITICAL_TEMPERATURES, Gate, GatingPolicy
@@ -117,7 +117,6 @@ __all__ = (
     "compose_messages",
     "consensus",
     "consensus_settings",
-    "demo_engine",
     "equivalent",
     "example_graph",
     "example_plan",

@@ -10,7 +10,8 @@ its timeout. Only :class:`~harness.errors.EngineDeadError` (every request would 
 bugs in the fabric itself end the run.
 
 **Consensus.** A gated node's N samples go to the engine as one batch
-(:func:`~harness.fabric.consensus.sample_batch`); the vote runs over the samples that came
+(:func:`~harness.engines.batch.gather`, each request :func:`~harness.engines.batch.settled`
+so one failure neither cancels nor hides its siblings); the vote runs over the samples that came
 back, and agrees only with a strict majority of the N requested (a failed sample is a
 dissent) or the policy's declared share. Otherwise the node is ``contested``: its plurality
 answer is released *flagged*, and :func:`render_messages` shows its consumers why.
@@ -28,24 +29,24 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import anyio
 
 from harness.calls import ToolResult, execute_call
 from harness.engines.base import (
-    ClosingContext,
     Completion,
     Engine,
     GenerationSettings,
     Message,
     ToolCall,
-    ToolSpec,
     Usage,
 )
+from harness.engines.batch import gather, settled
 from harness.errors import EngineDeadError, HarnessError, NodeFailed
 from harness.fabric._isolation import Isolation
 from harness.fabric.config import NODE_SYSTEM, FabricConfig
-from harness.fabric.consensus import Vote, completion_text, consensus_settings, sample_batch, vote
+from harness.fabric.consensus import Vote, completion_text, consensus_settings, vote
 from harness.fabric.gating import SINGLE, Gate
 from harness.fabric.graph import Node
 from harness.fabric.result import NodeResult, NodeStatus
@@ -98,49 +99,18 @@ def _shown(dep: str, result: NodeResult) -> str:
     return f"[{dep}] {result.text.strip()}"
 
 
-@dataclass(frozen=True)
-class _FailedRequest(Completion):
-    """Stands in for a request that failed, so a batch always comes back whole."""
-
-    error: HarnessError | None = None
-
-
-class _Captured(ClosingContext):
-    """An engine whose failed requests come back as :class:`_FailedRequest` (a dead engine
-    still raises): one bad sample never takes its siblings' completions with it."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.name = engine.name
-
-    async def generate(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        settings: GenerationSettings,
-    ) -> Completion:
-        try:
-            completion: object = await self.engine.generate(messages, tools, settings)
-        except EngineDeadError:
-            raise
-        except HarnessError as exc:
-            return _FailedRequest(None, error=exc)
-        except Exception as exc:  # an engine that breaks its contract: the node's problem
-            return _FailedRequest(
-                None,
-                error=HarnessError(f"the engine raised {type(exc).__name__}: {exc}"),
-            )
-        if not isinstance(completion, Completion):
-            return _FailedRequest(
-                None,
-                error=HarnessError(
-                    f"the engine returned {type(completion).__name__}, not a Completion"
-                ),
-            )
-        return completion
-
-    async def aclose(self) -> None:
-        return None
+def _failure(outcome: object) -> HarnessError | None:
+    """Why one request's outcome is no completion (``None`` when it is one). A dead engine
+    ends the run; anything else is the node's problem."""
+    if isinstance(outcome, EngineDeadError):
+        raise outcome
+    if isinstance(outcome, HarnessError):
+        return outcome
+    if isinstance(outcome, Exception):  # an engine that breaks its contract
+        return HarnessError(f"the engine raised {type(outcome).__name__}: {outcome}")
+    if not isinstance(outcome, Completion):
+        return HarnessError(f"the engine returned {type(outcome).__name__}, not a Completion")
+    return None
 
 
 @dataclass
@@ -178,7 +148,7 @@ class NodeRunner:
         self.node = node
         self.inputs = inputs
         self.config = config
-        self.engine = _Captured(engine)
+        self.engine = engine
         self.toolset = toolset
         self.isolation = isolation
         self.account = account
@@ -310,17 +280,10 @@ class NodeRunner:
         verifiers = (*self.node.verifiers, *gate.verifiers, *extra)
         if not verifiers:
             return ()
-        verdicts: list[Verdict] = [Verdict(False)] * len(verifiers)
-
-        async def one(i: int) -> None:
-            verdicts[i] = await run_verifier(
-                verifiers[i], result, timeout_s=config.verifier_timeout_s
-            )
-
-        async with anyio.create_task_group() as tg:
-            for i in range(len(verifiers)):
-                tg.start_soon(one, i)
-        return tuple(verdicts)
+        timeout = config.verifier_timeout_s
+        return tuple(
+            await gather([partial(run_verifier, v, result, timeout_s=timeout) for v in verifiers])
+        )
 
     # ------------------------------------------------------------------ one attempt
 
@@ -346,18 +309,22 @@ class NodeRunner:
         last: HarnessError | None = None
         todo = list(range(len(batch)))
         for _ in range(1 + self.config.request_retries):
-            if len(todo) == 1:  # one request: no batch to gather
-                replies = [await self.engine.generate(messages, [], batch[todo[0]])]
-            else:
-                replies = await sample_batch(self.engine, messages, [], [batch[i] for i in todo])
+            outcomes: list[object] = await gather(
+                [
+                    partial(settled, partial(self.engine.generate, messages, [], batch[i]))
+                    for i in todo
+                ]
+            )
             stage: list[Usage | None] = []
-            for i, reply in zip(todo, replies, strict=True):
-                if isinstance(reply, _FailedRequest):
-                    last = reply.error
+            for i, outcome in zip(todo, outcomes, strict=True):
+                failure = _failure(outcome)
+                if failure is not None:
+                    last = failure
                     stage.append(None)
                 else:
-                    out[i] = reply
-                    stage.append(reply.usage)
+                    assert isinstance(outcome, Completion)
+                    out[i] = outcome
+                    stage.append(outcome.usage)
             self._record(stage)
             todo = [i for i in todo if out[i] is None]
             if not todo:

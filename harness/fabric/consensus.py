@@ -1,9 +1,10 @@
 """Batched consensus: N samples of one prompt submitted as one batch, and a deterministic vote.
 
-:func:`sample_batch` is the primitive: it submits one request per :class:`GenerationSettings`
-concurrently, in one task group, so a batching engine (vLLM's continuous batching) runs them
-as one batch and the wall time is about that of the longest sample, not the sum (CRP-SPEC-022
-§2.3). The fabric's consensus and the loop's P+V batched repair both use it.
+:func:`~harness.engines.batch.sample_batch` is the primitive (re-exported here): it submits
+one request per :class:`GenerationSettings` concurrently, in one task group, so a batching
+engine (vLLM's continuous batching) runs them as one batch and the wall time is about that of
+the longest sample, not the sum (CRP-SPEC-022 §2.3). The fabric's consensus and the loop's P+V
+batched resample both use it.
 
 :func:`vote` picks the answer deterministically:
 
@@ -25,9 +26,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-import anyio
-
 from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolSpec
+from harness.engines.batch import sample_batch
 from harness.errors import ConfigError
 
 __all__ = (
@@ -147,35 +147,6 @@ def vote(
             groups.append([i])
     best = max(groups, key=len)  # max keeps the first of equals: the lowest-temperature group
     return Vote(best[0], texts[best[0]], tuple(tuple(g) for g in groups), len(texts))
-
-
-async def sample_batch(
-    engine: Engine,
-    messages: Sequence[Message],
-    tools: Sequence[ToolSpec],
-    settings_list: Sequence[GenerationSettings],
-) -> list[Completion]:
-    """One completion per settings, submitted concurrently (one batch); results in order.
-
-    Every request runs to its end: one failing never cancels its siblings. If any failed, the
-    first failure (by position) is raised once all have finished.
-    """
-    out: list[Completion | None] = [None] * len(settings_list)
-    errors: list[Exception | None] = [None] * len(settings_list)
-
-    async def one(i: int) -> None:
-        try:
-            out[i] = await engine.generate(messages, tools, settings_list[i])
-        except Exception as exc:  # collected; raised below so siblings are not cancelled
-            errors[i] = exc
-
-    async with anyio.create_task_group() as tg:
-        for i in range(len(settings_list)):
-            tg.start_soon(one, i)
-    for error in errors:
-        if error is not None:
-            raise error
-    return [c for c in out if c is not None]
 
 
 def consensus_settings(

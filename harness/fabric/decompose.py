@@ -28,8 +28,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-import structlog
-
+from harness._logging import get_logger
 from harness.engines.base import Completion, Engine, GenerationSettings, Message, StreamingEngine
 from harness.fabric.config import FabricConfig
 from harness.fabric.executor import Fabric, FabricRun
@@ -50,7 +49,7 @@ __all__ = (
     "plan_messages",
 )
 
-_log = structlog.get_logger("harness.fabric")
+_log = get_logger("harness.fabric")
 
 COMPOSER_SYSTEM = (
     "You combine the outputs of the steps of a task into one final answer. Use only what the "

@@ -43,9 +43,9 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup
 
+from harness._logging import get_logger
 from harness.engines.base import (
     ClosingContext,
     Completion,
@@ -67,7 +67,7 @@ from harness.tools import Toolset
 
 __all__ = ("Fabric", "FabricRun", "Inference")
 
-_log = structlog.get_logger("harness.fabric")
+_log = get_logger("harness.fabric")
 
 
 @dataclass(frozen=True)

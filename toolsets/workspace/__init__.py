@@ -2,7 +2,7 @@
 
 The workload (``benchmarks/tasks.py``), the certification kit and the CLI use this contract::
 
-    from toolsets.workspace import new_state, make_toolset, fingerprint
+    from harness.toolsets.workspace import new_state, make_toolset, fingerprint
 
     state = new_state(seed)            # a seeded in-memory store (same seed, same bytes)
     toolset = make_toolset(state)      # harness Toolset bound to that store
@@ -15,13 +15,13 @@ The workload (``benchmarks/tasks.py``), the certification kit and the CLI use th
   reads ``list_docs``, ``read_doc``, ``get_field`` (read-only, with read targets); idempotent
   writes ``set_status``, ``set_owner``, ``set_priority``, ``add_tag``; and the non-idempotent
   ``append_note``. Targets are per document field, ``"doc:{key}/{field}"`` (table in
-  :mod:`toolsets.workspace.tools`). ``latency`` is a fixed ``L`` in seconds or a
+  :mod:`harness.toolsets.workspace.tools`). ``latency`` is a fixed ``L`` in seconds or a
   :class:`Latency` (``N(L, σ_L)`` drawn per ``(seed, call)``, spent in ``anyio.sleep``).
 * ``fingerprint(state) -> str`` — equal iff the stores are equal.
 * ``load_workspace_manifest(path=None) -> Manifest`` — ``manifests/workspace.toml``, checked
   against the toolset's tool and argument names.
 * ``resources(state)`` and ``example_values(state)`` — for the certification kit
-  (:mod:`toolsets.workspace.certification`): ``harness certify toolsets.workspace``.
+  (:mod:`harness.toolsets.workspace.certification`): ``harness certify harness.toolsets.workspace``.
 
 Every effect declaration is true: a certified window (D1 on these effects) run concurrently
 in any order leaves the same results and the same fingerprint as the serial run.
@@ -29,10 +29,14 @@ in any order leaves the same results and the same fingerprint as the serial run.
 
 from __future__ import annotations
 
-from toolsets.workspace.certification import example_values, resources
-from toolsets.workspace.latency import Latency
-from toolsets.workspace.manifest import MANIFEST_PATH, check_arguments, load_workspace_manifest
-from toolsets.workspace.store import (
+from harness.toolsets.workspace.certification import example_values, resources
+from harness.toolsets.workspace.latency import Latency
+from harness.toolsets.workspace.manifest import (
+    MANIFEST_PATH,
+    check_arguments,
+    load_workspace_manifest,
+)
+from harness.toolsets.workspace.store import (
     FIELDS,
     OWNERS,
     STATUSES,
@@ -42,7 +46,7 @@ from toolsets.workspace.store import (
     fingerprint,
     new_state,
 )
-from toolsets.workspace.tools import TOOL_NAMES, make_toolset
+from harness.toolsets.workspace.tools import TOOL_NAMES, make_toolset
 
 __all__ = (
     "FIELDS",

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolsets.workspace.store import FIELDS, OWNERS, TAGS, WorkspaceState
+from harness.toolsets.workspace.store import FIELDS, OWNERS, TAGS, WorkspaceState
 
 __all__ = ("example_values", "resources")
 

@@ -1,7 +1,8 @@
 """Finding and loading the workspace skill manifest (``manifests/workspace.toml``).
 
-The manifest lives in the repository's ``manifests/`` folder (the project is installed
-editable, so the path is found from this file). :func:`load_workspace_manifest` parses it with
+The manifest lives in the repository's ``manifests/`` folder and ships as package data beside
+this module (``workspace.toml`` here is a symlink to it; the wheel carries a copy), so it is
+found in an editable and a wheel install alike. :func:`load_workspace_manifest` parses it with
 :func:`harness.manifest.load_manifest` and then checks it against the toolset: every tool a
 phase names exists, and every ``"tool.argument"`` key names a real argument of that tool.
 """
@@ -13,13 +14,13 @@ from pathlib import Path
 from harness.errors import ManifestError
 from harness.manifest import Manifest, load_manifest
 from harness.tools import Toolset
-from toolsets.workspace.store import new_state
-from toolsets.workspace.tools import make_toolset
+from harness.toolsets.workspace.store import new_state
+from harness.toolsets.workspace.tools import make_toolset
 
 __all__ = ("MANIFEST_PATH", "check_arguments", "load_workspace_manifest")
 
-#: Where the workspace manifest ships: ``<repo>/manifests/workspace.toml``.
-MANIFEST_PATH = Path(__file__).resolve().parents[2] / "manifests" / "workspace.toml"
+#: The packaged workspace manifest (in the repository: ``manifests/workspace.toml``).
+MANIFEST_PATH = Path(__file__).with_name("workspace.toml")
 
 
 def check_arguments(manifest: Manifest, toolset: Toolset) -> None:
@@ -46,9 +47,8 @@ def load_workspace_manifest(path: str | Path | None = None) -> Manifest:
     target = MANIFEST_PATH if path is None else Path(path)
     if not target.is_file():
         raise ManifestError(
-            f"Workspace manifest {str(target)!r} does not exist. It ships in the repository's "
-            "manifests/ folder: run from a checkout installed with `pip install -e . --no-deps`, "
-            "or pass the manifest's path explicitly."
+            f"Workspace manifest {str(target)!r} does not exist; pass the manifest's path, or "
+            f"None for the packaged one ({MANIFEST_PATH})."
         )
     manifest = load_manifest(target)
     check_arguments(manifest, make_toolset(new_state(0, size=2)))

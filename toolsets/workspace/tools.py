@@ -21,7 +21,7 @@ Results are JSON data whose value never depends on the order of calls that commu
 returns what it wrote, not what was there before), and ``harness.calls.render_result``
 renders them as key-sorted JSON, so S, F, P and P+V see the same bytes.
 
-Each call first sleeps its injected latency (:class:`~toolsets.workspace.latency.Latency`),
+Each call first sleeps its injected latency (:class:`~harness.toolsets.workspace.latency.Latency`),
 then reads or writes the store in one step.
 """
 
@@ -34,8 +34,8 @@ import anyio
 import pydantic
 
 from harness.tools import Tool, Toolset, tool
-from toolsets.workspace.latency import Latency
-from toolsets.workspace.store import FIELDS, Field, Status, WorkspaceState
+from harness.toolsets.workspace.latency import Latency
+from harness.toolsets.workspace.store import FIELDS, Field, Status, WorkspaceState
 
 __all__ = ("TOOL_NAMES", "make_toolset")
 

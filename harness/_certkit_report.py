@@ -1,0 +1,210 @@
+"""The certification kit's report: each claim checked, its status and, when false, a minimal
+counterexample with the two outcomes that differ and what to change. See :mod:`harness.certkit`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = (
+    "CLAIMS",
+    "CertificationReport",
+    "ClaimName",
+    "ClaimResult",
+    "ClaimStatus",
+    "Counterexample",
+    "Outcome",
+)
+
+ClaimName = Literal["read_only", "idempotent", "write_targets", "commutes", "D2"]
+ClaimStatus = Literal["passed", "FALSE", "unverified"]
+
+CLAIMS: Mapping[str, str] = {
+    "read_only": "a call leaves the state unchanged",
+    "idempotent": "calling twice leaves the same state and result as calling once",
+    "write_targets": "a call changes nothing outside its declared write targets",
+    "commutes": "certified windows run concurrently in any order equal the serial run",
+    "D2": "no certified window holds a call that needs a result of that window",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One side of a counterexample: what a run returned and left behind."""
+
+    label: str
+    results: tuple[str, ...] = ()
+    state: str | None = None
+    details: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "results": list(self.results),
+            "state": self.state,
+            "details": list(self.details),
+        }
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """A minimal (shrunk) example that makes a claim false."""
+
+    calls: tuple[tuple[str, Mapping[str, Any]], ...]
+    message: str
+    expected: Outcome
+    actual: Outcome
+    fix: str
+    flaky: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "calls": [{"name": n, "arguments": dict(a)} for n, a in self.calls],
+            "message": self.message,
+            "expected": self.expected.to_json(),
+            "actual": self.actual.to_json(),
+            "fix": self.fix,
+            "flaky": self.flaky,
+        }
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claim checked: about a ``tool`` (per-tool claims) or a ``phase``/skill (windows)."""
+
+    claim: ClaimName
+    status: ClaimStatus
+    examples: int
+    tool: str | None = None
+    phase: str | None = None
+    reason: str = ""
+    counterexample: Counterexample | None = None
+
+    @property
+    def subject(self) -> str:
+        if self.tool is not None:
+            return self.tool
+        return f"windows of {self.phase}" if self.claim == "commutes" else f"skill {self.phase}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "claim": self.claim,
+            "tool": self.tool,
+            "phase": self.phase,
+            "status": self.status,
+            "examples": self.examples,
+            "reason": self.reason,
+            "counterexample": self.counterexample.to_json() if self.counterexample else None,
+        }
+
+
+@dataclass(frozen=True)
+class CertificationReport:
+    """Every claim checked, with its result; :attr:`ok` is false when any claim is FALSE."""
+
+    toolset: str
+    tools: tuple[str, ...]
+    seed: int
+    examples: int
+    manifest: str | None
+    claims: tuple[ClaimResult, ...]
+    notes: tuple[str, ...] = ()
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.false
+
+    @property
+    def false(self) -> tuple[ClaimResult, ...]:
+        return tuple(c for c in self.claims if c.status == "FALSE")
+
+    @property
+    def unverified(self) -> tuple[ClaimResult, ...]:
+        return tuple(c for c in self.claims if c.status == "unverified")
+
+    @property
+    def passed(self) -> tuple[ClaimResult, ...]:
+        return tuple(c for c in self.claims if c.status == "passed")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "toolset": self.toolset,
+            "tools": list(self.tools),
+            "seed": self.seed,
+            "examples": self.examples,
+            "manifest": self.manifest,
+            "ok": self.ok,
+            "summary": {
+                "passed": len(self.passed),
+                "false": len(self.false),
+                "unverified": len(self.unverified),
+            },
+            "elapsed_s": round(self.elapsed_s, 3),
+            "notes": list(self.notes),
+            "claims": [c.to_json() for c in self.claims],
+        }
+
+    def render(self) -> str:
+        """The report as text: a table of claims, then each FALSE claim in full."""
+        out = [
+            f"Certifying toolset {self.toolset!r}: {len(self.tools)} tools, state seed "
+            f"{self.seed}, up to {self.examples} examples per claim",
+            f"manifest: {self.manifest or 'none'}",
+            *(f"note: {n}" for n in self.notes),
+            "",
+        ]
+        width = max([len("tool / windows"), *(len(c.subject) for c in self.claims)])
+        out.append(f"{'tool / windows':<{width}}  {'claim':<13} {'examples':>8}  result")
+        previous = None
+        for c in self.claims:
+            subject = c.subject if c.subject != previous else ""
+            previous = c.subject
+            result = c.status + (f" ({c.reason})" if c.reason else "")
+            out.append(f"{subject:<{width}}  {c.claim:<13} {c.examples:>8}  {result}")
+        for c in self.false:
+            out.extend(["", *_render_false(c)])
+        out.append("")
+        out.append(
+            f"{len(self.claims)} claims: {len(self.passed)} passed, {len(self.false)} FALSE, "
+            f"{len(self.unverified)} unverified ({self.elapsed_s:.1f} s)"
+        )
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def _render_false(c: ClaimResult) -> list[str]:
+    ce = c.counterexample
+    head = f"FALSE  {c.subject}: {c.claim} — {CLAIMS[c.claim]}"
+    if ce is None:
+        return [head]
+    lines = [
+        head,
+        f"  {ce.message}"
+        + (
+            " (it did not reproduce on a re-run: the outcome depends on timing or hidden state)"
+            if ce.flaky
+            else ""
+        ),
+    ]
+    lines.append("  calls:")
+    lines.extend(
+        f"    #{i} {n}({json.dumps(dict(a), sort_keys=True)})" for i, (n, a) in enumerate(ce.calls)
+    )
+    for outcome in (ce.expected, ce.actual):
+        lines.append(f"  {outcome.label}:")
+        lines.extend(f"    result #{i}: {_clip(r)}" for i, r in enumerate(outcome.results))
+        if outcome.state is not None:
+            lines.append(f"    state: {outcome.state}")
+        lines.extend(f"    {d}" for d in outcome.details)
+    lines.append(f"  fix: {ce.fix}")
+    return lines
+
+
+def _clip(text: str, width: int = 160) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

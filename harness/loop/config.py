@@ -1,0 +1,85 @@
+"""How to run a loop: the arm, the policy, the budgets, and each arm's own settings grouped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from harness.certify import DEFAULT_MARKER
+from harness.engines.base import GenerationSettings
+from harness.errors import ConfigError
+
+__all__ = (
+    "ARMS",
+    "Arm",
+    "FlattenSettings",
+    "LoopConfig",
+    "ParallelSettings",
+    "Policy",
+    "ResampleSettings",
+)
+
+Arm = Literal["S", "F", "P", "P+V"]
+Policy = Literal["model", "gold"]
+ARMS: tuple[Arm, ...] = ("S", "F", "P", "P+V")
+POLICY_NAMES: tuple[Policy, ...] = ("model", "gold")
+
+
+@dataclass(frozen=True)
+class FlattenSettings:
+    """Arm F. ``eager``: start a certified call the moment it is emitted (else at window
+    close). ``max_discards``: calls discarded under D2 (generated while a result they needed
+    was withheld) before the run ends in :class:`~harness.errors.UsageLimitExceeded`."""
+
+    eager: bool = False
+    max_discards: int = 8
+
+
+@dataclass(frozen=True)
+class ParallelSettings:
+    """Arms P and P+V. ``token_factor``: one message carries a whole window, so its
+    generation budget is ``max_tokens`` times this."""
+
+    token_factor: int = 4
+
+
+@dataclass(frozen=True)
+class ResampleSettings:
+    """Arm P+V: a window the validator rejects is resampled, up to ``max_resamples``
+    candidates, as one batch (``batched``) or one by one, at ``temperature``."""
+
+    max_resamples: int = 3
+    batched: bool = True
+    temperature: float = 0.7
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """How to run a loop. Every budget ends in a typed error, never a silent stop."""
+
+    arm: Arm = "S"
+    policy: Policy = "model"
+    detector: str = "schema_sound"
+    max_turns: int = 40
+    max_model_errors: int = 3
+    max_identical_calls: int = 3
+    max_window: int = 16
+    marker: str = DEFAULT_MARKER
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    flatten: FlattenSettings = field(default_factory=FlattenSettings)
+    parallel: ParallelSettings = field(default_factory=ParallelSettings)
+    resample: ResampleSettings = field(default_factory=ResampleSettings)
+
+    def __post_init__(self) -> None:
+        if self.arm not in ARMS:
+            raise ConfigError(f"Unknown arm {self.arm!r}; choose one of {', '.join(ARMS)}.")
+        if self.policy not in POLICY_NAMES:
+            choices = " or ".join(repr(p) for p in POLICY_NAMES)
+            raise ConfigError(f"Unknown policy {self.policy!r}; choose {choices}.")
+        if self.max_turns < 1 or self.max_window < 1:
+            raise ConfigError("max_turns and max_window must be at least 1.")
+
+    @property
+    def eager(self) -> bool:
+        """Shorthand for ``flatten.eager``."""
+        return self.flatten.eager

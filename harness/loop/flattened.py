@@ -1,0 +1,89 @@
+"""Arm F, harness-flattened: serial prompting, certified windows withheld and run together.
+
+The same prompting and the same generation calls as S. Each emitted call goes to the
+detector's tracker through :class:`~harness.window.Windows`, and the admission is applied:
+
+* **admit** (*join*): the call joins the open window; its result is *withheld* (the window's
+  marker stands in for it in the transcript) and, with eager dispatch, it starts now;
+* **withhold** lasts until the window closes (slot count, phase change, a call that fails
+  certification, a final answer, the size cap);
+* **absorb**: the closed window is revealed (:meth:`~harness.loop.state.RunState.reveal`):
+  every result replaces its marker in emitted order and the next generation is the window's
+  absorb turn, whose context is message for message the serial arm's;
+* **serial**: a call that does not certify runs on its own, after the open window closes;
+* **discard**: a call generated while a result it needed was withheld (D2) is dropped and
+  regenerated after the absorb turn, counted against ``flatten.max_discards``.
+"""
+
+from __future__ import annotations
+
+from anyio.abc import TaskGroup
+
+from harness.certify import Detector
+from harness.engines.base import Completion, GenerationSettings, ToolCall
+from harness.loop.serial import serial_settings
+from harness.loop.state import RunState
+from harness.window import Window, Windows
+
+__all__ = ("FlattenedArm",)
+
+
+class FlattenedArm:
+    """Arm F (and F+eager with ``flatten.eager``)."""
+
+    def __init__(self, state: RunState, detector: Detector, group: TaskGroup) -> None:
+        self.state = state
+        self._group = group if state.config.flatten.eager else None
+        tracker = detector.tracker(state.toolset, state.skill, state.task.inputs)
+        self.windows = Windows(tracker, self._open)
+
+    def _open(self, phase: str | None) -> Window:
+        return Window(
+            phase,
+            opened_turn=self.state.turn - 1,
+            executor=self.state.executor,
+            eager=self._group,
+            marker=self.state.config.marker,
+        )
+
+    @property
+    def window_open(self) -> bool:
+        return self.windows.window is not None
+
+    def settings(self) -> GenerationSettings:
+        return serial_settings(self.state)
+
+    async def review(self, completion: Completion) -> Completion:
+        return completion
+
+    async def handle(self, completion: Completion) -> bool:
+        if not completion.tool_calls:
+            closed = self.windows.close("final_answer")
+            if closed is not None:
+                # A final answer generated while results were withheld: reveal, regenerate.
+                await self.state.reveal(closed)
+                self.state.count.discards += 1
+                return False
+            self.state.transcript.append_answer(completion)
+            return True
+        for call in completion.tool_calls:
+            await self._admit(call, completion)
+        return False
+
+    async def _admit(self, call: ToolCall, completion: Completion) -> None:
+        step = self.windows.admit(call)
+        if step.closed is not None:
+            await self.state.reveal(step.closed)
+        admission = step.admission
+        if admission.action == "discard":
+            failures = admission.failures
+            self.state.discard(call, failures[0].message if failures else admission.reason)
+            return
+        self.state.transcript.append_calls(completion, [call])
+        if step.window is None:
+            await self.state.run_serial(call)
+        else:
+            step.window.dispatch(call)
+            self.state.transcript.append_result(call, step.window.marker)
+        if step.completed is not None:
+            await self.state.reveal(step.completed)

@@ -1,0 +1,277 @@
+"""The state of one run: the transcript, the call ids, the budgets and the ledger records.
+
+:class:`RunState` is what every arm works on. It owns
+
+* the transcript (:class:`~harness.loop.transcript.Transcript`: what the serial arm would
+  see, markers standing in for withheld results until their window is revealed);
+* generation (:meth:`RunState.generate`: one turn, its call ids renumbered run-unique and
+  arm-independent, its :class:`~harness.ledger.TurnRecord`);
+* the one call-execution seam (:meth:`RunState.execute` through an
+  :class:`~harness.calls.Executor`, and :meth:`RunState.record_call` for the outcome);
+* the absorb turn: :meth:`RunState.reveal` puts a closed window's results in place of its
+  markers and makes the next generation that window's absorb turn;
+* the budgets and counters (:class:`~harness.loop.budgets.Budgets`);
+* the ledger records of turns, calls and windows, built by keyword.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+
+from harness.calls import Executor, ToolResult
+from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolCall
+from harness.ledger import CallRecord, Ledger, TurnRecord, WindowRecord
+from harness.loop.budgets import Budgets, Counters
+from harness.loop.config import LoopConfig
+from harness.loop.policy import PolicyStrategy
+from harness.loop.transcript import Transcript
+from harness.manifest import Skill
+from harness.task import Task
+from harness.tools import Toolset
+from harness.window import Window
+
+__all__ = ("DEFAULT_LOOP_SYSTEM", "RunState")
+
+#: The same in every arm, so the prefix (system prompt and tools) is identical across arms;
+#: how many calls a reply may carry is the engine's format instruction
+#: (``GenerationSettings.parallel_tool_calls``), rendered after the tools.
+DEFAULT_LOOP_SYSTEM = (
+    "You are a careful assistant that solves the user's task with the tools provided. "
+    "When you have everything you need, reply with the final answer."
+)
+
+
+class RunState:
+    """The state of one run; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        toolset: Toolset,
+        executor: Executor,
+        task: Task,
+        config: LoopConfig,
+        skill: Skill | None,
+        ledger: Ledger,
+        run_id: str | None,
+        *,
+        detector_name: str,
+        policy: PolicyStrategy,
+    ) -> None:
+        self.engine = engine
+        self.toolset = toolset
+        self.executor = executor
+        self.task = task
+        self.config = config
+        self.skill = skill
+        self.ledger = ledger
+        self.detector_name = detector_name
+        self.policy = policy
+        self.run_id = run_id or f"{task.id}-{config.arm}-{uuid.uuid4().hex[:8]}"
+        self.specs = toolset.specs()
+        self.transcript = Transcript(task.system or DEFAULT_LOOP_SYSTEM, task.prompt)
+        self.budgets = Budgets(config, task.id, self.run_id, task.max_turns or config.max_turns)
+        self.results: dict[str, ToolResult] = {}
+        self.calls: list[ToolCall] = []
+        self._ids = itertools.count()
+        self._emitted_turn: dict[str, int] = {}  # the turn that emitted each call
+        self._absorbing: Window | None = None  # revealed; the next turn is its absorb turn
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.transcript.messages
+
+    @property
+    def count(self) -> Counters:
+        return self.budgets.count
+
+    @property
+    def turn(self) -> int:
+        return self.count.turns
+
+    # -- generation -----------------------------------------------------------------------------
+
+    def steer(self, base: GenerationSettings, *, step: int | None) -> GenerationSettings:
+        """``base`` steered by the run's policy (see :mod:`harness.loop.policy`)."""
+        return self.policy.steer(self.task, self.transcript, base, step=step)
+
+    async def generate(
+        self, settings: GenerationSettings, *, window_open: bool = False
+    ) -> Completion:
+        """One generation turn (bounded by the turn budget), renumbered and recorded;
+        ``window_open``: results are withheld while it is generated."""
+        self.budgets.check_turns()
+        started = time.monotonic()
+        completion = await self.engine.generate(self.messages, self.specs, settings)
+        return self.took_turn(completion, "call", started, window_open=window_open)
+
+    def took_turn(
+        self, completion: Completion, purpose: str, started: float, *, window_open: bool = False
+    ) -> Completion:
+        """Account for one generated completion: renumber its calls, record the turn."""
+        completion = self._renumber(completion)
+        self._record_turn(purpose, completion, started, window_open)
+        self.count.turns += 1
+        return completion
+
+    def _renumber(self, completion: Completion) -> Completion:
+        """Give every call a run-unique, arm-independent id (``call_0``, ``call_1``, ...)."""
+        if not completion.tool_calls:
+            return completion
+        calls = tuple(replace(c, id=f"call_{next(self._ids)}") for c in completion.tool_calls)
+        for c in calls:
+            self._emitted_turn[c.id] = self.turn
+        return replace(completion, tool_calls=calls)
+
+    def _record_turn(
+        self, purpose: str, completion: Completion, started: float, window_open: bool
+    ) -> None:
+        usage, timings = completion.usage, completion.timings
+        if self._absorbing is not None and purpose == "call":
+            purpose = "absorb"
+        self._absorbing = None
+        if purpose == "call" and not completion.tool_calls:
+            purpose = "answer"
+        self.ledger.emit(
+            TurnRecord(
+                run_id=self.run_id,
+                turn=self.turn,
+                arm=self.config.arm,
+                purpose=purpose,
+                n_calls=len(completion.tool_calls),
+                prompt_tokens=usage.prompt_tokens,
+                cached_tokens=usage.cached_tokens,
+                completion_tokens=usage.completion_tokens,
+                engine_s=timings.total_s,
+                queue_s=timings.queue_s,
+                prefill_s=timings.prefill_s,
+                decode_s=timings.decode_s,
+                wall_s=time.monotonic() - started,
+                started=started,
+                window_open=window_open,
+            )
+        )
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Run one call through the executor (the one execution seam)."""
+        return await self.executor.execute(call)
+
+    async def run_serial(self, call: ToolCall) -> None:
+        """Run ``call`` on its own, block on it and append its result."""
+        result = await self.execute(call)
+        self.transcript.append_result(call, result.content)
+        self.record_call(result, call, "serial", None)
+
+    def record_call(
+        self, result: ToolResult, call: ToolCall, mode: str, window: int | None
+    ) -> None:
+        """A call's outcome: kept, counted against the mistake budget, and recorded."""
+        self.results[call.id] = result
+        self.calls.append(call)
+        self.budgets.outcome(result.is_error, result.content)
+        self.ledger.emit(
+            CallRecord(
+                run_id=self.run_id,
+                call_id=call.id,
+                tool=call.name,
+                arguments=call.arguments,
+                turn=self._emitted_turn.get(call.id, self.turn - 1),
+                mode=mode,
+                window=window,
+                is_error=result.is_error,
+                error_kind=result.error_kind,
+                started=result.started,
+                finished=result.finished,
+                result_chars=len(result.content),
+            )
+        )
+
+    # -- windows ----------------------------------------------------------------------------
+
+    def next_window_index(self) -> int:
+        index = self.count.windows
+        self.count.windows += 1
+        return index
+
+    async def reveal(self, window: Window) -> None:
+        """Window closed: wait for its results, put each in place of its marker, record the
+        calls and the window; the next generation is the window's absorb turn."""
+        results = await window.results()
+        index = self.next_window_index()
+        for call, result in zip(window.calls, results, strict=True):
+            self.transcript.fill(call, result.content)
+            self.record_call(result, call, window.mode, index)
+        self._absorbing = window
+        certificate = window.certificate
+        self.record_window(
+            index,
+            window.calls,
+            results,
+            phase=certificate.phase if certificate else None,
+            closed_by=certificate.closed_by if certificate else "closed",
+            evidence=certificate.evidence if certificate else (),
+            opened_turn=window.opened_turn,
+            closed_turn=self.turn,
+        )
+
+    def record_window(
+        self,
+        index: int,
+        calls: Sequence[ToolCall],
+        results: Sequence[ToolResult],
+        *,
+        phase: str | None,
+        closed_by: str,
+        evidence: tuple[str, ...],
+        opened_turn: int,
+        closed_turn: int,
+    ) -> None:
+        self.ledger.emit(
+            WindowRecord(
+                run_id=self.run_id,
+                index=index,
+                arm=self.config.arm,
+                detector=self.detector_name,
+                phase=phase,
+                n=len(results),
+                call_ids=tuple(c.id for c in calls),
+                closed_by=closed_by,
+                evidence=evidence,
+                opened_turn=opened_turn,
+                closed_turn=closed_turn,
+                tool_wall_s=(
+                    max(r.finished for r in results) - min(r.started for r in results)
+                    if results
+                    else 0.0
+                ),
+                tool_serial_s=sum(r.duration_s for r in results),
+            )
+        )
+
+    # -- budgets that record ------------------------------------------------------------
+
+    def discard(self, call: ToolCall, reason: str) -> None:
+        """A call dropped under D2 (see :class:`~harness.certify.Admission`): recorded as a
+        ``discard`` turn and counted against ``flatten.max_discards``."""
+        self.ledger.emit(
+            TurnRecord(
+                run_id=self.run_id,
+                turn=self.turn - 1,
+                arm=self.config.arm,
+                purpose="discard",
+                n_calls=1,
+                started=time.monotonic(),
+            )
+        )
+        self.budgets.discarded(call, reason)
+
+    def cut_off(self, completion: Completion, limit: int) -> None:
+        """A reply cut at ``limit`` tokens with no usable call: tell the model, count it."""
+        self.transcript.append_cut_off(completion, limit)
+        self.budgets.cut_off(limit)
