@@ -309,11 +309,13 @@ class NodeRunner:
         last: HarnessError | None = None
         todo = list(range(len(batch)))
         for _ in range(1 + self.config.request_retries):
-            outcomes: list[object] = await gather(
-                [
-                    partial(settled, partial(self.engine.generate, messages, [], batch[i]))
-                    for i in todo
-                ]
+            thunks = [
+                partial(settled, partial(self.engine.generate, messages, [], batch[i]))
+                for i in todo
+            ]
+            # one request needs no task group (a long chain of single passes stays cheap)
+            outcomes: list[object] = (
+                [await thunks[0]()] if len(thunks) == 1 else await gather(thunks)
             )
             stage: list[Usage | None] = []
             for i, outcome in zip(todo, outcomes, strict=True):
