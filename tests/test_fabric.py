@@ -748,12 +748,36 @@ async def test_a_gold_plan_is_decoded_and_executed_on_the_real_engine(real_engin
             step("T3", ["T1", "T2"], criticality="moderate", high_stakes=True),
         ]
     )
-    config = FabricConfig(settings=GenerationSettings(max_tokens=8, constrain=False))
+    config = FabricConfig(
+        settings=GenerationSettings(max_tokens=8, constrain=False),
+        mechanisms=Mechanisms.without("speculation"),
+    )
     outcome = await plan_and_execute(real_engine, "Name a colour.", config=config, plan=plan)
     assert outcome.planner.content == plan
-    assert outcome.ok
+    assert outcome.fabric.failed == ()  # a 135M model's samples may disagree (contested)
+    assert outcome.lost == ()
     assert [n.inferences for n in outcome.fabric.nodes.values()] == [1, 1, 3]
     assert (outcome.figures.inferences, outcome.figures.rounds) == (7, 4)
     for node in outcome.fabric.nodes.values():
         assert node.completion is not None
         assert node.completion.usage.completion_tokens <= 8
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(600)
+@pytest.mark.anyio
+async def test_on_the_real_engine_steps_start_before_the_plans_last_token(
+    real_engine: Any,
+) -> None:
+    config = FabricConfig(
+        settings=GenerationSettings(max_tokens=4, constrain=False),
+        gating=GatingPolicy(consensus_temperatures=(0.3, 0.6)),
+    )
+    outcome = await plan_and_execute(real_engine, EXAMPLE_TASK, config=config, plan=example_plan())
+    assert outcome.planner.content == example_plan()
+    assert outcome.fabric.failed == ()
+    assert outcome.speculative[:4] == ("T1", "T2", "T3", "T4")
+    t1 = outcome.fabric.nodes["T1"]
+    assert t1.started - outcome.fabric.started < outcome.plan_done_s
+    assert outcome.plan_first_token_s is not None
+    assert outcome.plan_first_token_s < outcome.plan_done_s
