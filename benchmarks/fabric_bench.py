@@ -3,23 +3,26 @@
 On the in-process vLLM engine (the packaged SmolLM2-135M-Instruct on CPU unless ``--model``),
 with a small generation budget (``--max-tokens``, default 32), it measures:
 
-1. **batch cost**: the wall time of one batch of K = 1, 2, 4, 8 distinct prompts submitted
-   together, relative to one prompt;
-2. **the spec's graph** (14 nodes, depth 4, layers 4/5/3/2, one pass per node) run naively
-   (one node at a time) and on the fabric: wall ratio, batch efficiency, and how the fabric's
-   wall compares with D × per-batch latency (per-batch latency = the measured wall of one
-   batch of K = 4 prompts, about the graph's mean layer width of 3.5);
-3. **plan and execute** of the same example: the planner decodes the example's gold plan
-   (forced, every token decoded), the DAG runs with N=3 consensus on its six high-stakes
-   nodes, the composer answers; rounds, batch efficiency, and wall against the spec's budget
-   (D + 2) × per-batch latency. (The planner's round decodes a ~400-token plan, so it is
-   much longer than a node round; the report shows both.)
+1. **batch cost**: the wall time of one batch of K = 1, 2, 4, 8 distinct short prompts (the
+   example's node prompts) submitted together, relative to one prompt, and where each
+   request's time went (queue, prefill, decode; medians of the engine's own timings);
+2. **the plan**: tokens per step of the example's plan in plan lines and in JSON Lines;
+3. **mechanisms on the DAG**: CRP-SPEC-022's example graph (14 steps in layers 4/5/3/2, N=3
+   consensus on six, ``non_empty`` verification on every step) run with every mechanism on
+   (*fabric*), with each switched off alone (*-layering*, *-batching*, *-consensus*,
+   *-verification*) and as the naive baseline (one step after another, one request at a
+   time, the same samples and checks): each variant's wall, rounds and inferences, and
+   what switching a mechanism off costs (wall without it / wall of the fabric: above 1 it
+   was buying time, below 1 it costs time);
+4. **plan and execute** of the same example (the gold plan decoded by the planner, steps
+   streamed into the fabric as their lines complete, one composer call): *fabric*,
+   *-speculation* and *naive*, with when the first step started and the plan's last token
+   arrived.
 
 Medians over ``--runs`` runs, with the compared cases interleaved within each run (K values;
-naive and fabric alternate) so that load from other processes falls on both alike; the
-prefix cache is emptied before every measured run. On a shared machine absolute times are
-noisy; ratios are the point. Prints a report and,
-with ``--json FILE``, writes the numbers.
+the variants in turn) so that load from other processes falls on all alike; the prefix cache
+is emptied before every measured case. On a shared machine absolute times are noisy; ratios
+within a run are the point. Prints a report and, with ``--json FILE``, writes the numbers.
 """
 
 from __future__ import annotations
@@ -30,32 +33,51 @@ import logging
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import structlog
 
-from harness.engines.base import Engine, GenerationSettings, Message
+from harness.engines.base import Completion, Engine, GenerationSettings, Message
 from harness.fabric import (
     EXAMPLE_TASK,
     Fabric,
     FabricConfig,
     FabricResult,
-    GatingPolicy,
+    Mechanisms,
+    NaiveBaseline,
     PlanRun,
     example_graph,
     example_plan,
+    measure_baseline,
+    non_empty,
     plan_and_execute,
+    plan_to_jsonl,
     render_messages,
     sample_batch,
 )
 
-__all__ = ("main", "measure")
+__all__ = ("GRAPH_VARIANTS", "PLAN_VARIANTS", "main", "measure", "report")
 
 BATCH_SIZES = (1, 2, 4, 8)
-LATENCY_K = 4
 MODEL_PARAMS = 135e6
+#: The DAG variants: name -> the mechanisms switched on.
+GRAPH_VARIANTS: dict[str, Mechanisms] = {
+    "fabric": Mechanisms(),
+    "-layering": Mechanisms.without("layering"),
+    "-batching": Mechanisms.without("batching"),
+    "-consensus": Mechanisms.without("consensus"),
+    "-verification": Mechanisms.without("verification"),
+    "naive": Mechanisms.naive(),
+}
+#: The plan-and-execute variants.
+PLAN_VARIANTS: dict[str, Mechanisms] = {
+    "fabric": Mechanisms(),
+    "-speculation": Mechanisms.without("speculation"),
+    "naive": Mechanisms.naive(),
+}
 
 
 async def _reset(engine: Engine) -> None:
@@ -76,154 +98,223 @@ def _prompts(k: int) -> list[list[Message]]:
     return [render_messages(node, {}) for node in nodes]
 
 
-async def _batch_cost(
-    engine: Engine, settings: GenerationSettings, runs: int
-) -> dict[int, list[float]]:
-    """Median wall per K; the K values are interleaved within each run so that load from
-    other processes on a shared machine falls on every K alike."""
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+async def _batch_cost(engine: Engine, settings: GenerationSettings, runs: int) -> dict[str, Any]:
+    """Wall per K (every run) and the engine's per-request timings (all runs pooled); the K
+    values are interleaved within each run."""
     walls: dict[int, list[float]] = {k: [] for k in BATCH_SIZES}
+    parts: dict[int, list[Completion]] = {k: [] for k in BATCH_SIZES}
     for _ in range(runs):
         for k in BATCH_SIZES:
             chats = _prompts(k)
 
-            async def batch(chats: list[list[Message]] = chats) -> None:
+            async def batch(chats: list[list[Message]] = chats) -> list[Completion]:
+                out: list[Completion] = []
+
                 async def one(chat: list[Message]) -> None:
-                    await engine.generate(chat, [], settings)
+                    out.append(await engine.generate(chat, [], settings))
 
                 async with anyio.create_task_group() as tg:
                     for chat in chats:
                         tg.start_soon(one, chat)
+                return out
 
-            wall, _ = await _timed(engine, batch)
+            wall, done = await _timed(engine, batch)
             walls[k].append(wall)
-    return walls
-
-
-async def _graphs(
-    engine: Engine, naive: FabricConfig, fabric: FabricConfig, runs: int
-) -> tuple[tuple[list[float], FabricResult], tuple[list[float], FabricResult]]:
-    """Naive and fabric runs alternated (ABAB…): every wall of each, and a result of each."""
-    walls: dict[bool, list[float]] = {True: [], False: []}
-    last: dict[bool, FabricResult] = {}
-    for _ in range(runs):
-        for config in (naive, fabric):
-
-            def run(config: FabricConfig = config) -> Awaitable[FabricResult]:
-                return Fabric(engine, config=config).run(example_graph(consensus=False))
-
-            wall, result = await _timed(engine, run)
-            walls[config.naive].append(wall)
-            last[config.naive] = result
-    return (walls[True], last[True]), (walls[False], last[False])
-
-
-async def _plan(engine: Engine, config: FabricConfig, runs: int) -> tuple[float, PlanRun]:
-    walls, last = [], None
-    for _ in range(runs):
-        wall, last = await _timed(
-            engine,
-            lambda: plan_and_execute(engine, EXAMPLE_TASK, config=config, plan=example_plan()),
-        )
-        walls.append(wall)
-    assert last is not None
-    return statistics.median(walls), last
-
-
-async def measure(
-    engine: Engine, *, runs: int = 3, max_tokens: int = 32, plan_runs: int = 1
-) -> dict[str, Any]:
-    """Every figure of the module docstring, measured on ``engine``."""
-    settings = GenerationSettings(max_tokens=max_tokens, constrain=False)
-    fabric = FabricConfig(settings=settings, model_params=MODEL_PARAMS)
-    single = FabricConfig(
-        settings=settings, model_params=MODEL_PARAMS, gating=GatingPolicy(enabled=False)
-    )
-    naive = FabricConfig(
-        settings=settings,
-        model_params=MODEL_PARAMS,
-        gating=GatingPolicy(enabled=False),
-        naive=True,
-    )
-    await sample_batch(engine, _prompts(1)[0], [], [settings])  # warm-up
-    batch_walls = await _batch_cost(engine, settings, runs)
-    batch = {k: statistics.median(v) for k, v in batch_walls.items()}
-    latency = batch[LATENCY_K]
-    (naive_walls, naive_result), (fabric_walls, fabric_result) = await _graphs(
-        engine, naive, single, runs
-    )
-    naive_wall, fabric_wall = statistics.median(naive_walls), statistics.median(fabric_walls)
-    plan_wall, plan_run = await _plan(engine, fabric, plan_runs)
-    depth = fabric_result.figures.depth
-    planner_s = plan_run.planner.timings.total_s
+            parts[k].extend(done)
+    median = {k: _median(v) for k, v in walls.items()}
     return {
-        "engine": engine.name,
-        "max_tokens": max_tokens,
-        "runs": runs,
-        "batch_wall_s": batch,
-        "batch_relative": {k: v / batch[1] for k, v in batch.items()},
-        "batch_walls_s": batch_walls,
-        "per_batch_latency_s": latency,
-        "graph": {
-            "depth": depth,
-            "total": fabric_result.figures.total,
-            "naive_wall_s": naive_wall,
-            "fabric_wall_s": fabric_wall,
-            "wall_ratio": naive_wall / fabric_wall,
-            "naive_walls_s": naive_walls,
-            "fabric_walls_s": fabric_walls,
-            "paired_ratios": [n / f for n, f in zip(naive_walls, fabric_walls, strict=True)],
-            "naive": naive_result.figures.to_json(),
-            "fabric": fabric_result.figures.to_json(),
-            "budget_s": depth * latency,
-            "fabric_over_budget": fabric_wall / (depth * latency),
+        "wall_s": median,
+        "relative": {k: v / median[1] if median[1] else 0.0 for k, v in median.items()},
+        "walls_s": walls,
+        "paired_relative": {
+            k: [w / w1 for w, w1 in zip(walls[k], walls[1], strict=True)] for k in BATCH_SIZES
         },
-        "plan_and_execute": {
-            "wall_s": plan_wall,
-            "figures": plan_run.figures.to_json(),
-            "planner_s": planner_s,
-            "planner_tokens": plan_run.planner.usage.completion_tokens,
-            "budget_s": (depth + 2) * latency,
-            "over_budget": plan_wall / ((depth + 2) * latency),
-            "without_planner_over_budget": (plan_wall - planner_s) / ((depth + 1) * latency),
-            "ok": plan_run.ok,
-            "speculative": list(plan_run.speculative),
+        "per_request": {
+            k: {
+                "queue_s": _median([c.timings.queue_s for c in cs]),
+                "prefill_s": _median([c.timings.prefill_s for c in cs]),
+                "decode_s": _median([c.timings.decode_s for c in cs]),
+                "total_s": _median([c.timings.total_s for c in cs]),
+                "prompt_tokens": _median([c.usage.prompt_tokens for c in cs]),
+                "cached_tokens": _median([c.usage.cached_tokens for c in cs]),
+                "completion_tokens": _median([c.usage.completion_tokens for c in cs]),
+            }
+            for k, cs in parts.items()
         },
     }
 
 
+def _plan_tokens(engine: Engine) -> dict[str, Any]:
+    count = getattr(engine, "count_tokens", None)
+    texts = {"plan_lines": example_plan(), "json_lines": plan_to_jsonl(example_graph())}
+    steps = len(example_graph())
+    out: dict[str, Any] = {"steps": steps, "tokenizer": "engine" if count else "words"}
+    for name, text in texts.items():
+        tokens = count(text) if count else len(text.split())
+        out[name] = {"tokens": tokens, "per_step": tokens / steps}
+    return out
+
+
+def _summary(result: FabricResult, wall: float) -> dict[str, Any]:
+    fig = result.figures
+    return {
+        "wall_s": wall,
+        "rounds": fig.rounds,
+        "inferences": fig.inferences,
+        "batch_efficiency": fig.batch_efficiency,
+        "ok": result.ok,
+        "contested": list(result.contested),
+        "failed": list(result.failed),
+        "agreement": fig.agreement,
+        "headers": fig.headers(),
+        "figures": fig.to_json(),
+    }
+
+
+def _plan_summary(run: PlanRun, wall: float, baseline: NaiveBaseline | None) -> dict[str, Any]:
+    out = _summary(run.fabric, wall)
+    fig = replace(run.figures, baseline=baseline)
+    out.update(
+        rounds=fig.rounds,
+        inferences=fig.inferences,
+        batch_efficiency=fig.batch_efficiency,
+        ok=run.ok,
+        speculative=list(run.speculative),
+        plan_tokens=run.planner.usage.completion_tokens,
+        plan_done_s=run.plan_done_s,
+        first_step_s=min(
+            (r.started - run.fabric.started for r in run.fabric.nodes.values() if r.started),
+            default=None,
+        ),
+        headers=fig.headers(),
+        figures=fig.to_json(),
+    )
+    return out
+
+
+async def _variants(
+    engine: Engine, base: FabricConfig, runs: int
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Every variant once per run, in turn (the DAG's, then plan and execute's); the naive
+    pass of the task (the compute baseline) is measured once, outside every timed run."""
+    graph: dict[str, list[dict[str, Any]]] = {name: [] for name in GRAPH_VARIANTS}
+    plans: dict[str, list[dict[str, Any]]] = {name: [] for name in PLAN_VARIANTS}
+    plan = example_plan()
+    baseline, _ = await measure_baseline(engine, EXAMPLE_TASK, base)
+    for _ in range(runs):
+        for name, mechanisms in GRAPH_VARIANTS.items():
+            fabric = Fabric(engine, config=replace(base, mechanisms=mechanisms))
+
+            def dag(fabric: Fabric = fabric) -> Awaitable[FabricResult]:
+                return fabric.run(example_graph())
+
+            wall, result = await _timed(engine, dag)
+            graph[name].append(_summary(result, wall))
+        for name, mechanisms in PLAN_VARIANTS.items():
+            config = replace(base, mechanisms=mechanisms)
+
+            def go(config: FabricConfig = config) -> Awaitable[PlanRun]:
+                return plan_and_execute(
+                    engine, EXAMPLE_TASK, config=config, plan=plan, naive_pass=False
+                )
+
+            wall, run = await _timed(engine, go)
+            plans[name].append(_plan_summary(run, wall, baseline))
+    return graph, plans
+
+
+def _versus(variants: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    walls = {name: [r["wall_s"] for r in rs] for name, rs in variants.items()}
+    fabric = walls["fabric"]
+    return {
+        "wall_s": {name: _median(w) for name, w in walls.items()},
+        "vs_fabric": {
+            name: _median([a / b for a, b in zip(w, fabric, strict=True)])
+            for name, w in walls.items()
+        },
+    }
+
+
+async def measure(engine: Engine, *, runs: int = 3, max_tokens: int = 32) -> dict[str, Any]:
+    """Every figure of the module docstring, measured on ``engine``."""
+    settings = GenerationSettings(max_tokens=max_tokens, constrain=False)
+    base = FabricConfig(
+        settings=settings,
+        model_params=MODEL_PARAMS,
+        baseline_params=70e9,
+        verifiers=(non_empty(),),
+    )
+    await sample_batch(engine, _prompts(1)[0], [], [settings])  # warm-up
+    batch = await _batch_cost(engine, settings, runs)
+    graph, plans = await _variants(engine, base, runs)
+    return {
+        "engine": engine.name,
+        "max_tokens": max_tokens,
+        "runs": runs,
+        "batch": batch,
+        "plan": _plan_tokens(engine),
+        "graph": {"variants": graph, **_versus(graph)},
+        "plan_and_execute": {"variants": plans, **_versus(plans)},
+    }
+
+
+def _table(section: dict[str, Any]) -> list[str]:
+    lines = [
+        f"  {'variant':<14} {'wall s':>7} {'x fabric':>9} {'rounds':>6} {'inf':>4} {'eff':>5}  ok",
+    ]
+    for name, runs in section["variants"].items():
+        last = runs[-1]
+        lines.append(
+            f"  {name:<14} {section['wall_s'][name]:7.2f} {section['vs_fabric'][name]:9.2f} "
+            f"{last['rounds']:6d} {last['inferences']:4d} {last['batch_efficiency']:5.1f}  "
+            f"{sum(r['ok'] for r in runs)}/{len(runs)}"
+        )
+    return lines
+
+
 def report(doc: dict[str, Any]) -> str:
-    g, p = doc["graph"], doc["plan_and_execute"]
+    batch, plan = doc["batch"], doc["plan"]
     lines = [
         f"engine {doc['engine']}, max_tokens {doc['max_tokens']}, medians of {doc['runs']} runs",
         "",
-        "one batch of K prompts, wall time relative to K = 1:",
-        "  "
-        + "  ".join(
-            f"K={k}: {doc['batch_wall_s'][k]:.2f} s ({doc['batch_relative'][k]:.2f}x)"
-            for k in BATCH_SIZES
-        ),
-        f"per-batch latency (K = {LATENCY_K}): {doc['per_batch_latency_s']:.2f} s",
+        "one batch of K short prompts: wall relative to K = 1 (median of per-run ratios), and "
+        "per request (medians):",
+    ]
+    for k in BATCH_SIZES:
+        part = batch["per_request"][k]
+        lines.append(
+            f"  K={k}: {batch['wall_s'][k]:.2f} s, "
+            f"{_median(batch['paired_relative'][k]):.2f}x K=1; queue {part['queue_s']:.3f} s, "
+            f"prefill {part['prefill_s']:.3f} s, decode {part['decode_s']:.3f} s for "
+            f"{part['completion_tokens']:.0f} tokens ({part['prompt_tokens']:.0f} prompt, "
+            f"{part['cached_tokens']:.0f} cached)"
+        )
+    graph, plans = doc["graph"], doc["plan_and_execute"]
+    fabric = plans["variants"]["fabric"][-1]
+    lines += [
         "",
-        f"spec graph ({g['total']} nodes, depth {g['depth']}, one pass each):",
-        f"  naive (one node at a time): {g['naive_wall_s']:.2f} s, "
-        f"batch efficiency {g['naive']['headers']['CRP-PEF-Batch-Efficiency']}",
-        f"  fabric:                     {g['fabric_wall_s']:.2f} s, "
-        f"batch efficiency {g['fabric']['headers']['CRP-PEF-Batch-Efficiency']} "
-        f"({g['fabric']['inferences']} inferences / {g['fabric']['rounds']} rounds)",
-        f"  wall ratio naive/fabric: {g['wall_ratio']:.2f}x (per run: "
-        + ", ".join(f"{r:.2f}" for r in g["paired_ratios"])
-        + ")",
-        f"  fabric wall / (D x per-batch latency = {g['budget_s']:.2f} s): "
-        f"{g['fabric_over_budget']:.2f}",
+        f"plan of {plan['steps']} steps ({plan['tokenizer']} tokens): plan lines "
+        f"{plan['plan_lines']['tokens']} ({plan['plan_lines']['per_step']:.1f} per step), "
+        f"JSON Lines {plan['json_lines']['tokens']} ({plan['json_lines']['per_step']:.1f} "
+        "per step)",
         "",
-        "plan and execute (gold plan decoded by the planner, consensus N=3 on 6 nodes):",
-        f"  wall {p['wall_s']:.2f} s (planner {p['planner_s']:.2f} s for "
-        f"{p['planner_tokens']} plan tokens), ok={p['ok']}",
-        "  " + "  ".join(f"{k}: {v}" for k, v in p["figures"]["headers"].items()),
-        f"  rounds {p['figures']['rounds']} (budget D + 2 = {p['figures']['budget_rounds']}), "
-        f"wall / ((D + 2) x per-batch latency = {p['budget_s']:.2f} s): {p['over_budget']:.2f}; "
-        f"without the planner's decode, against (D + 1) batches: "
-        f"{p['without_planner_over_budget']:.2f}",
+        "the spec's example DAG, each mechanism off alone (wall: median; x fabric: median of "
+        "per-run ratios):",
+        *_table(graph),
+        "",
+        "plan and execute of the example (the gold plan decoded by the planner):",
+        *_table(plans),
+        "",
+        f"naive / fabric: DAG {graph['vs_fabric']['naive']:.2f}x, plan and execute "
+        f"{plans['vs_fabric']['naive']:.2f}x",
+        f"fabric: the first step started at +{fabric['first_step_s']:.2f} s, the plan's last "
+        f"token at +{fabric['plan_done_s']:.2f} s ({fabric['plan_tokens']} plan tokens); "
+        f"started before it: {' '.join(fabric['speculative']) or 'none'}",
+        "  " + "  ".join(f"{k}: {v}" for k, v in fabric["headers"].items()),
     ]
     return "\n".join(lines)
 
@@ -233,7 +324,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m harness.benchmarks.fabric_bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--runs", type=int, default=3, help="runs per measurement (median)")
-    parser.add_argument("--plan-runs", type=int, default=1, help="plan-and-execute runs")
     parser.add_argument("--max-tokens", type=int, default=32, help="generation budget")
     parser.add_argument("--model", default=None, help="a local HF model folder")
     parser.add_argument("--json", metavar="FILE", type=Path, default=None, help="write JSON")
@@ -245,13 +335,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from harness.engines.vllm import open_default_engine
 
         async with open_default_engine(args.model) as engine:
-            return await measure(
-                engine, runs=args.runs, max_tokens=args.max_tokens, plan_runs=args.plan_runs
-            )
+            return await measure(engine, runs=args.runs, max_tokens=args.max_tokens)
 
     doc = anyio.run(go)
     print(report(doc))
     if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
     return 0
 

@@ -24,7 +24,7 @@ import itertools
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,14 @@ from harness.engines.base import (
 )
 from harness.errors import EngineDeadError, ReplayDivergence
 
-__all__ = ("Reply", "ScriptedEngine", "ScriptedRequest", "cached_prefix", "certify_toolset")
+__all__ = (
+    "Reply",
+    "ScriptedEngine",
+    "ScriptedRequest",
+    "cached_prefix",
+    "certify_toolset",
+    "fabric_demo_engine",
+)
 
 Reply = str | ToolCall | Mapping[str, Any] | Sequence[ToolCall | Mapping[str, Any]] | Completion
 ScriptFn = Callable[[Sequence[Message], Sequence[ToolSpec]], Reply]
@@ -204,8 +211,8 @@ class ScriptedEngine(ClosingContext):
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
         settings: GenerationSettings,
-    ) -> AsyncIterator[str | Completion]:
-        """The optional streaming extension (see :mod:`harness.fabric.plan`): the reply text
+    ) -> AsyncGenerator[str | Completion, None]:
+        """The streaming extension (:class:`~harness.engines.base.StreamingEngine`): the reply text
         one line at a time, each after its share of the simulated decode time (at least a
         checkpoint), then the whole :class:`Completion` last. Recorded in ``requests`` like
         :meth:`generate`; the request finishes after its last line."""
@@ -231,7 +238,9 @@ class ScriptedEngine(ClosingContext):
             generated = max(1, len(_tokens(text)))
             decode_s = generated * self.decode_ms_per_token / 1000
             request.completion = Completion(
-                content=text,
+                content=reply.content,
+                tool_calls=reply.tool_calls,
+                finish_reason=reply.finish_reason,
                 usage=Usage(len(prompt), cached, generated),
                 timings=Timings(
                     total_s=self.overhead_ms / 1000 + prefill_s + decode_s,
@@ -280,3 +289,50 @@ def certify_toolset(
     if not report.ok:
         raise AssertionError(report.render())
     return report
+
+
+# -- the fabric's demo engine -------------------------------------------------------------------
+
+
+def _fabric_demo_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+    from harness.fabric import COMPOSER_SYSTEM, PLANNER_SYSTEM, llm_node, plan_to_text
+
+    system = str(messages[0].get("content", "")) if messages else ""
+    user = str(messages[-1].get("content", "")) if messages else ""
+    if system == PLANNER_SYSTEM:
+        task = user.removeprefix("Task: ")
+        return plan_to_text(
+            [
+                llm_node("T1", f"Find the facts needed for: {task}"),
+                llm_node("T2", f"List the constraints of: {task}", criticality="trivial"),
+                llm_node("T3", "Draft the answer from the facts and constraints.", ["T1", "T2"]),
+                llm_node(
+                    "T4",
+                    "Check the draft against the constraints.",
+                    ["T3"],
+                    criticality="moderate",
+                    high_stakes=True,
+                ),
+            ]
+        )
+    if system == COMPOSER_SYSTEM:
+        steps = user.count("\n[")
+        return f"Final answer composed from {steps} step outputs."
+    step = user.split("\n", 1)[0].rstrip(".")
+    return f"Done: {step.lower()}."
+
+
+def fabric_demo_engine(
+    *, overhead_ms: float = 40.0, decode_ms_per_token: float = 1.0
+) -> ScriptedEngine:
+    """A scripted engine for trying the execution fabric without a model
+    (``harness fabric ... --engine scripted-demo``): the planner gets a 4-step plan (two
+    independent steps, a draft, a high-stakes check), every step a one-line answer, the
+    composer a summary line. Every request costs ``overhead_ms`` plus its simulated decode
+    time, and concurrent requests overlap like an ideal batching engine; it streams."""
+    return ScriptedEngine(
+        script=_fabric_demo_script,
+        overhead_ms=overhead_ms,
+        decode_ms_per_token=decode_ms_per_token,
+        name="scripted-demo",
+    )

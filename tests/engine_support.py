@@ -137,4 +137,47 @@ class FakeOpenAIServer:
                 "prompt_tokens_details": {"cached_tokens": cached},
             },
         }
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return sse_response(payload, include_usage=include_usage)
         return httpx.Response(200, json=payload)
+
+
+def sse_chunks(payload: dict[str, Any], *, include_usage: bool = True) -> list[dict[str, Any]]:
+    """The chunks a server streams for a chat-completion ``payload``: the role, the content a
+    word at a time, each tool call as a name fragment then argument fragments, the finish
+    reason, then (if asked) a last chunk with the usage and no choices."""
+    choice = payload["choices"][0]
+    message = choice["message"]
+    base = {"id": payload["id"], "object": "chat.completion.chunk", "model": payload["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant"})]
+    words = str(message.get("content") or "").split(" ")
+    for i, word in enumerate(words if message.get("content") else []):
+        out.append(chunk({"content": word if i == 0 else " " + word}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        head = {"index": index, "id": call["id"], "type": "function"}
+        out.append(chunk({"tool_calls": [{**head, "function": {"name": function["name"]}}]}))
+        arguments = function["arguments"]
+        halves = (arguments[: len(arguments) // 2], arguments[len(arguments) // 2 :])
+        out.extend(
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+            for part in halves
+        )
+    out.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        out.append({**base, "choices": [], "usage": payload["usage"]})
+    return out
+
+
+def sse_response(payload: dict[str, Any], *, include_usage: bool = True) -> httpx.Response:
+    """``payload`` as a server-sent-events response, ``data: [DONE]`` last."""
+    events = [
+        f"data: {json.dumps(c)}\n\n" for c in sse_chunks(payload, include_usage=include_usage)
+    ]
+    body = "".join(events) + "data: [DONE]\n\n"
+    return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})

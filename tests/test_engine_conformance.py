@@ -7,6 +7,7 @@ Each claim is a sentence; each runs against every implementation.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -23,6 +24,7 @@ from harness.engines.base import (
     Engine,
     GenerationSettings,
     Message,
+    StreamingEngine,
     ToolCall,
     ToolSpec,
 )
@@ -223,13 +225,22 @@ async def test_cancelling_an_in_flight_request_leaves_the_engine_working(case: C
     _sane(completion)
 
 
-async def test_closing_fails_in_flight_and_later_requests_with_engine_dead(case: Case) -> None:
+@pytest.mark.parametrize("how", ["generate", "stream"])
+async def test_closing_fails_in_flight_and_later_requests_with_engine_dead(
+    case: Case, how: str
+) -> None:
     errors: list[BaseException] = []
     async with case.fresh() as engine:
 
+        async def request(chat: list[Message], settings: GenerationSettings) -> None:
+            if how == "stream":
+                await _drain(engine, chat, [], settings)
+            else:
+                await engine.generate(chat, [], settings)
+
         async def in_flight() -> None:
             try:
-                await engine.generate(case.slow_chat, [], SLOW_SETTINGS)
+                await request(case.slow_chat, SLOW_SETTINGS)
             except EngineDeadError as exc:
                 errors.append(exc)
 
@@ -241,5 +252,64 @@ async def test_closing_fails_in_flight_and_later_requests_with_engine_dead(case:
             if case.kind == "scripted":
                 tg.cancel_scope.cancel()  # the double keeps no in-flight requests to fail
         with pytest.raises(EngineDeadError):
-            await engine.generate(CHAT, [], GenerationSettings(max_tokens=4))
+            await request(CHAT, GenerationSettings(max_tokens=4))
     assert len(errors) == (0 if case.kind == "scripted" else 1)
+
+
+# --------------------------------------------------------------------------------------------
+# The streaming extension: every engine streams
+
+
+async def _drain(engine: Engine, chat: list[Message], tools: list[ToolSpec], settings: Any):
+    assert isinstance(engine, StreamingEngine)
+    deltas: list[str] = []
+    final: list[Completion] = []
+    async with contextlib.aclosing(engine.stream(chat, tools, settings)) as items:
+        async for item in items:
+            assert not final, "nothing may follow the Completion"
+            if isinstance(item, Completion):
+                final.append(item)
+            else:
+                assert isinstance(item, str)
+                deltas.append(item)
+    assert len(final) == 1, "a stream ends with exactly one Completion"
+    return deltas, final[0]
+
+
+async def test_a_stream_yields_text_deltas_that_add_up_to_its_final_completion(case: Case) -> None:
+    deltas, completion = await _drain(case.engine, CHAT, [], GenerationSettings(max_tokens=16))
+    _sane(completion)
+    assert completion.tool_calls == ()
+    assert "".join(deltas) == completion.content
+    assert deltas
+
+
+async def test_a_streamed_forced_answer_arrives_in_pieces_and_exactly(case: Case) -> None:
+    answer = "Step one: read.\nStep two: write.\nStep three: check."
+    settings = GenerationSettings(forced=(), forced_answer=answer)
+    deltas, completion = await _drain(case.engine, CHAT, [], settings)
+    _sane(completion)
+    assert completion.content == answer
+    assert "".join(deltas) == answer
+    assert len(deltas) >= 3
+
+
+async def test_a_streamed_tool_call_is_parsed_into_the_final_completion(case: Case) -> None:
+    _, completion = await _drain(case.engine, CALL_PROMPT, TOOLS, GenerationSettings(max_tokens=48))
+    _sane(completion)
+    assert completion.finish_reason == "tool_calls"
+    (call,) = completion.tool_calls
+    assert call.name == "read_doc"
+    assert "key" in call.parsed_arguments()
+
+
+async def test_closing_a_stream_early_leaves_the_engine_working(case: Case) -> None:
+    engine = case.engine
+    assert isinstance(engine, StreamingEngine)
+    settings = GenerationSettings(forced=(), forced_answer="one\ntwo\nthree\nfour\nfive")
+    async with contextlib.aclosing(engine.stream(CHAT, [], settings)) as items:
+        async for item in items:
+            assert isinstance(item, str)
+            break
+    completion = await engine.generate(CHAT, [], GenerationSettings(max_tokens=8))
+    _sane(completion)

@@ -26,74 +26,30 @@ from harness.fabric import (
     Fabric,
     FabricConfig,
     GatingPolicy,
+    Mechanisms,
     NaiveBaseline,
     NodeResult,
     PEFFigures,
     RepairPolicy,
     TaskGraph,
     Verdict,
-    demo_engine,
     example_graph,
     example_plan,
     json_schema,
-    llm_node,
     matches,
     parse_plan,
     plan_and_execute,
     plan_to_jsonl,
+    plan_to_text,
     predicate,
     sample_batch,
     tool_node,
     verify_node,
     vote,
 )
-from harness.testing import ScriptedEngine
+from harness.testing import ScriptedEngine, fabric_demo_engine
+from tests.fabric_doubles import GatedEngine, echo, node_of, step
 from tests.strategies import ballots, dag_specs
-
-# --------------------------------------------------------------------------------------------
-# Doubles: prompts are "step <id>." so an engine can tell which node asks.
-
-_STEP = re.compile(r"step (\S+?)\.")
-
-
-def node_of(messages: Sequence[Message]) -> str:
-    match = _STEP.search(str(messages[-1]["content"]))
-    return match.group(1) if match else "?"
-
-
-def echo(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
-    return f"out {node_of(messages)}"
-
-
-def step(node_id: str, deps: Sequence[str] = (), **kwargs: Any) -> Any:
-    return llm_node(node_id, f"step {node_id}.", deps, **kwargs)
-
-
-class GatedEngine:
-    """Delegates to a ScriptedEngine. A request for node X sets ``started[X]``, then waits for
-    ``gates[X]`` if there is one."""
-
-    def __init__(self, inner: ScriptedEngine, gates: dict[str, anyio.Event] | None = None):
-        self.inner = inner
-        self.name = "gated"
-        self.gates = gates or {}
-        self.started: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
-
-    async def generate(self, messages, tools, settings):
-        node = node_of(messages)
-        self.started[node].set()
-        if node in self.gates:
-            await self.gates[node].wait()
-        return await self.inner.generate(messages, tools, settings)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def __aenter__(self):
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def run(coro_fn: Any, *args: Any) -> Any:
@@ -239,7 +195,9 @@ async def test_the_spec_examples_first_layer_reaches_the_engine_as_one_batch():
 @pytest.mark.anyio
 async def test_naive_mode_runs_one_request_at_a_time_and_counts_every_request_as_a_round():
     engine = ScriptedEngine(script=echo)
-    result = await Fabric(engine, config=FabricConfig(naive=True)).run(example_graph())
+    result = await Fabric(engine, config=FabricConfig(mechanisms=Mechanisms.naive())).run(
+        example_graph()
+    )
     assert result.ok
     assert engine.max_in_flight == 1
     assert result.figures.inferences == 26
@@ -575,12 +533,14 @@ async def test_a_tool_error_fails_its_node_without_cancelling_siblings():
 # Plans: format, speculative decomposition, plan-and-execute
 
 
-def test_a_plan_round_trips_through_json_lines():
-    nodes, problems = parse_plan(example_plan())
+@pytest.mark.parametrize("write", [plan_to_text, plan_to_jsonl])
+def test_a_plan_round_trips_through_plan_lines_and_json_lines(write):
+    nodes, problems = parse_plan(write(example_graph()))
     assert problems == []
     assert TaskGraph(nodes).layers == example_graph().layers
-    assert plan_to_jsonl(nodes) == example_plan()
+    assert write(nodes) == write(example_graph())
     assert [n.id for n in nodes if n.high_stakes] == ["T6", "T8", "T10", "T11", "T12", "T14"]
+    assert [n.criticality for n in nodes] == [n.criticality for n in example_graph()]
 
 
 def test_a_model_written_plan_keeps_its_good_lines_and_reports_the_bad_ones():
@@ -610,10 +570,10 @@ def test_a_model_written_plan_keeps_its_good_lines_and_reports_the_bad_ones():
 
 
 class GatedStreamEngine(GatedEngine):
-    """Streams the inner engine's reply; holds the line that declares ``hold_line`` until
-    node ``until`` has reached the engine."""
+    """Streams the inner engine's reply; holds the plan line of step ``hold_line`` until
+    the requests of every node in ``until`` have finished and the run has accounted them."""
 
-    def __init__(self, inner: ScriptedEngine, hold_line: str, until: str):
+    def __init__(self, inner: ScriptedEngine, hold_line: str, until: Sequence[str]):
         super().__init__(inner)
         self.hold_line, self.until = hold_line, until
 
@@ -621,27 +581,43 @@ class GatedStreamEngine(GatedEngine):
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: GenerationSettings
     ) -> AsyncIterator[str | Completion]:
         async for item in self.inner.stream(messages, tools, settings):
-            if isinstance(item, str) and f'"id": "{self.hold_line}"' in item:
-                await self.started[self.until].wait()
+            if isinstance(item, str) and item.startswith(self.hold_line):
+                for node in self.until:
+                    await self.finished[node].wait()
+                await anyio.wait_all_tasks_blocked()
             yield item
 
 
 @pytest.mark.anyio
-async def test_speculative_dispatch_starts_a_layer0_node_before_the_plan_stream_ends():
-    plan = plan_to_jsonl([step("T1"), step("T2"), step("T3", ["T1", "T2"])])
+async def test_speculative_dispatch_starts_layer0_before_the_plan_ends_and_saves_its_round():
+    plan = plan_to_text([step("T1"), step("T2"), step("T3", ["T1", "T2"])])
     inner = ScriptedEngine(script=echo)
-    engine = GatedStreamEngine(inner, hold_line="T3", until="T1")
+    engine = GatedStreamEngine(inner, hold_line="T3", until=["T1", "T2"])
     outcome = await plan_and_execute(engine, "a task", plan=plan)
     assert outcome.ok
     assert outcome.speculative[:2] == ("T1", "T2")
     planner = inner.requests[0]
     t1 = next(r for r in inner.requests if node_of(r.messages) == "T1")
-    assert t1.started < planner.finished
-    assert outcome.fabric.nodes["T1"].round == 1  # shares the planner's round
+    assert t1.finished < planner.finished
+    assert outcome.fabric.nodes["T1"].round == 1  # finished inside the planner's round
     # planner and layer 0 share round 1, T3 is round 2, the composer round 3: one round less
     # than the D + 2 budget, the round speculative decomposition takes off the critical path
     assert outcome.figures.depth == 2
     assert outcome.figures.rounds == 3 == outcome.figures.budget_rounds - 1
+
+
+@pytest.mark.anyio
+async def test_a_streamed_step_that_finishes_after_the_plan_is_credited_no_round():
+    # A one-line plan: its step can only start with the plan's last line, so it saves nothing.
+    plan = plan_to_text([step("T1")])
+    inner = ScriptedEngine(script=echo, decode_ms_per_token=2.0)
+    outcome = await plan_and_execute(GatedStreamEngine(inner, "none", []), "a task", plan=plan)
+    assert outcome.ok
+    t1 = next(r for r in inner.requests if node_of(r.messages) == "T1")
+    assert t1.finished > inner.requests[0].finished
+    assert outcome.fabric.nodes["T1"].round == 2
+    assert outcome.figures.rounds == 3 == outcome.figures.budget_rounds
+    assert outcome.figures.batch_efficiency == 1.0
 
 
 @pytest.mark.anyio
@@ -671,7 +647,7 @@ async def test_a_plan_with_no_usable_step_runs_the_task_as_one_step():
 @pytest.mark.anyio
 async def test_the_demo_engine_plans_executes_and_composes():
     outcome = await plan_and_execute(
-        demo_engine(overhead_ms=0, decode_ms_per_token=0), "explain tides"
+        fabric_demo_engine(overhead_ms=0, decode_ms_per_token=0), "explain tides"
     )
     assert outcome.ok
     assert outcome.figures.depth == 3
@@ -696,9 +672,13 @@ def test_headers_use_the_spec_format():
 
 
 def test_a_tiny_compute_ratio_keeps_two_significant_digits_and_unknown_params_drop_it():
-    tiny = PEFFigures(1, 1, 1, 1, 1.0, tokens=100, model_params=135e6)
+    tiny = PEFFigures(
+        1, 1, 1, 1, 1.0, tokens=100, model_params=135e6, baseline=NaiveBaseline(70e9, 3000)
+    )
     assert tiny.headers()["CRP-PEF-Compute-Vs-Naive"] == "0.000064"
     assert "CRP-PEF-Compute-Vs-Naive" not in PEFFigures(1, 1, 1, 1, 1.0).headers()
+    unmeasured = PEFFigures(1, 1, 1, 1, 1.0, tokens=100, model_params=135e6)
+    assert "CRP-PEF-Compute-Vs-Naive" not in unmeasured.headers()
     assert PEFFigures(1, 1, 0, 0, 1.0).batch_efficiency == 0.0
 
 
@@ -715,8 +695,9 @@ def default_structlog() -> Iterator[None]:
 async def test_figures_of_the_spec_example_are_counted_from_what_ran():
     engine = ScriptedEngine(script=echo)
     config = FabricConfig(model_params=135e6)
+    baseline = NaiveBaseline(70e9, 3000)
     with capture_logs() as logs:
-        result = await Fabric(engine, config=config).run(example_graph())
+        result = await Fabric(engine, config=config).run(example_graph(), baseline=baseline)
     figures = result.figures
     tokens = sum(r.completion.usage.billed_tokens for r in engine.requests if r.completion)
     assert (figures.depth, figures.total, figures.inferences, figures.rounds) == (4, 14, 26, 4)
@@ -767,12 +748,36 @@ async def test_a_gold_plan_is_decoded_and_executed_on_the_real_engine(real_engin
             step("T3", ["T1", "T2"], criticality="moderate", high_stakes=True),
         ]
     )
-    config = FabricConfig(settings=GenerationSettings(max_tokens=8, constrain=False))
+    config = FabricConfig(
+        settings=GenerationSettings(max_tokens=8, constrain=False),
+        mechanisms=Mechanisms.without("speculation"),
+    )
     outcome = await plan_and_execute(real_engine, "Name a colour.", config=config, plan=plan)
     assert outcome.planner.content == plan
-    assert outcome.ok
+    assert outcome.fabric.failed == ()  # a 135M model's samples may disagree (contested)
+    assert outcome.lost == ()
     assert [n.inferences for n in outcome.fabric.nodes.values()] == [1, 1, 3]
     assert (outcome.figures.inferences, outcome.figures.rounds) == (7, 4)
     for node in outcome.fabric.nodes.values():
         assert node.completion is not None
         assert node.completion.usage.completion_tokens <= 8
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(600)
+@pytest.mark.anyio
+async def test_on_the_real_engine_steps_start_before_the_plans_last_token(
+    real_engine: Any,
+) -> None:
+    config = FabricConfig(
+        settings=GenerationSettings(max_tokens=4, constrain=False),
+        gating=GatingPolicy(consensus_temperatures=(0.3, 0.6)),
+    )
+    outcome = await plan_and_execute(real_engine, EXAMPLE_TASK, config=config, plan=example_plan())
+    assert outcome.planner.content == example_plan()
+    assert outcome.fabric.failed == ()
+    assert outcome.speculative[:4] == ("T1", "T2", "T3", "T4")
+    t1 = outcome.fabric.nodes["T1"]
+    assert t1.started - outcome.fabric.started < outcome.plan_done_s
+    assert outcome.plan_first_token_s is not None
+    assert outcome.plan_first_token_s < outcome.plan_done_s

@@ -3,6 +3,7 @@ how it retries and how it fails. Every test uses httpx.MockTransport, never a so
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,7 @@ import anyio
 import httpx
 import pytest
 
-from harness.engines.base import GenerationSettings, ToolCall
+from harness.engines.base import Completion, GenerationSettings, ToolCall
 from harness.engines.openai_http import OpenAIHTTPEngine
 from harness.errors import ConfigError, EngineDeadError, EngineRequestError
 from tests.engine_support import READ_DOC, FakeOpenAIServer
@@ -354,3 +355,92 @@ def test_jitter_only_shortens_a_delay_and_never_one_the_server_asked_for() -> No
     assert engine._wait(0, asks_3) == 3.0
     with pytest.raises(ConfigError, match="jitter"):
         OpenAIHTTPEngine("http://x/v1", "m", jitter=1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Streaming (server-sent events)
+
+
+async def _stream(engine: OpenAIHTTPEngine, chat: Any = CHAT) -> tuple[list[str], Completion]:
+    deltas: list[str] = []
+    final: Completion | None = None
+    async with contextlib.aclosing(engine.stream(chat, [], GenerationSettings())) as items:
+        async for item in items:
+            if isinstance(item, Completion):
+                final = item
+            else:
+                deltas.append(item)
+    assert final is not None
+    return deltas, final
+
+
+def _sse(*events: str) -> httpx.Response:
+    return httpx.Response(200, text="".join(events), headers={"content-type": "text/event-stream"})
+
+
+async def test_a_stream_asks_for_events_and_usage_and_reads_cached_tokens() -> None:
+    server = FakeOpenAIServer()
+    async with (
+        httpx.AsyncClient(transport=server.transport()) as client,
+        OpenAIHTTPEngine("http://server.test/v1", "m", client=client) as engine,
+    ):
+        await _stream(engine)
+        deltas, completion = await _stream(engine)
+    assert server.bodies[0]["stream"] is True
+    assert server.bodies[0]["stream_options"] == {"include_usage": True}
+    assert deltas == ["hello", " there"]
+    assert completion.content == "hello there"
+    assert completion.usage.cached_tokens > 0
+    assert completion.finish_reason == "stop"
+
+
+async def test_a_stream_is_retried_when_the_server_is_busy_before_the_first_event() -> None:
+    server = FakeOpenAIServer()
+    calls = 0
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return httpx.Response(503, json={"error": {"message": "busy"}})
+        return await server.handle(request)
+
+    async with _engine(handler) as engine:
+        deltas, completion = await _stream(engine)
+    assert calls == 2
+    assert "".join(deltas) == completion.content == "hello there"
+
+
+async def test_a_stream_cut_short_is_a_request_error() -> None:
+    chunk = {"id": "c", "choices": [{"index": 0, "delta": {"content": "hel"}}]}
+    cut = _sse(f"data: {json.dumps(chunk)}\n\n")
+    async with _engine(lambda request: cut) as engine:
+        with pytest.raises(EngineRequestError, match="without a finish reason"):
+            await _stream(engine)
+
+
+async def test_an_error_event_mid_stream_is_a_request_error_with_the_servers_message() -> None:
+    error = _sse('data: {"error": {"message": "out of memory"}}\n\n')
+    async with _engine(lambda request: error) as engine:
+        with pytest.raises(EngineRequestError, match="mid-stream: out of memory"):
+            await _stream(engine)
+
+
+async def test_the_event_parser_skips_comments_and_joins_multi_line_data() -> None:
+    first = {"id": "c", "choices": [{"index": 0, "delta": {"content": "a"}}]}
+    last = {
+        "id": "c",
+        "choices": [{"index": 0, "delta": {"content": "b"}, "finish_reason": "stop"}],
+    }
+    head, tail = json.dumps(last).split(", ", 1)
+    text = (
+        ": keep-alive\r\n\r\n"
+        f"event: message\r\ndata: {json.dumps(first)}\r\n\r\n"
+        f"data: {head},\ndata: {tail}\n\n"
+        "data: [DONE]\n\n"
+        "data: {not json, never read}\n\n"
+    )
+    async with _engine(lambda request: _sse(text)) as engine:
+        deltas, completion = await _stream(engine)
+    assert deltas == ["a", "b"]
+    assert completion.content == "ab"

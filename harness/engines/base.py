@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
@@ -29,6 +29,7 @@ __all__ = (
     "Engine",
     "GenerationSettings",
     "Message",
+    "StreamingEngine",
     "Timings",
     "ToolCall",
     "ToolSpec",
@@ -269,6 +270,26 @@ async def guarded_generate(
             turn=turn,
         )
     return completion
+
+
+@runtime_checkable
+class StreamingEngine(Protocol):
+    """The streaming extension of :class:`Engine`: ``stream`` takes what ``generate`` takes and
+    yields the reply's text as it is decoded (``str`` deltas, in order; for a reply without
+    tools they concatenate to its content, with tools they are the engine's raw reply text)
+    and, last, the whole :class:`Completion` (usage, timings, finish reason, parsed tool
+    calls), what ``generate`` would have returned. Failures are raised
+    like ``generate``'s; closing the iterator early (``aclosing``) or cancelling the consumer
+    aborts the request. The in-process vLLM engine, the HTTP engine (server-sent events) and
+    the scripted engine implement it; detect it with ``isinstance(engine, StreamingEngine)``.
+    """
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> AsyncGenerator[str | Completion, None]: ...
 
 
 class ClosingContext:

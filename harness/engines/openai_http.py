@@ -15,6 +15,9 @@ Two prompt formats:
   :mod:`harness.engines._format`) and the reply is parsed by the harness. Use it for models
   whose chat template has no tool syntax (SmolLM2) behind a plain server.
 
+:meth:`OpenAIHTTPEngine.stream` asks for server-sent events (``"stream": true``) and yields
+the reply's text as it arrives (the engine seam's streaming extension).
+
 Failures: 408, 409, 429 and 5xx, timeouts and every transient transport error (connection
 reset or refused, ``RemoteProtocolError``, ``ReadError``, ``WriteError``, a proxy failure) are
 retried with bounded exponential backoff as the official SDKs do (``backoff_s · 2^attempt``
@@ -38,16 +41,18 @@ The gold policy (``settings.forced``) needs decoding constrained to the exact re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import anyio
 import httpx
 
-from harness.engines import _format, router
+from harness.engines import _format, _sse, router
 from harness.engines.base import (
     ClosingContext,
     Completion,
@@ -362,6 +367,117 @@ class OpenAIHTTPEngine(ClosingContext):
             raise EngineDeadError(f"Engine {self.name} was closed while a request was in flight.")
         data, elapsed = result
         return self._completion(data, elapsed, settings, tools, forced)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> AsyncGenerator[str | Completion, None]:
+        """Generate one assistant turn as server-sent events (``"stream": true``), yielding
+        its text as it arrives, then the whole :class:`Completion` (the streaming extension,
+        :class:`~harness.engines.base.StreamingEngine`). Failures before the first event are
+        retried like :meth:`generate`'s; a stream cut short is an EngineRequestError."""
+        if self._closed:
+            raise EngineDeadError(f"Engine {self.name} is closed; open a new one.")
+        body, forced = self._body(messages, tools, settings)
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        started = time.perf_counter()
+        assembled = _sse.ChatStream()
+        async with (
+            self._open_stream(body) as response,
+            contextlib.aclosing(_sse.events(response.aiter_lines(), self.url)) as chunks,
+        ):
+            while (chunk := await self._next_event(chunks, assembled)) is not None:
+                delta = assembled.add(chunk)
+                if delta:
+                    yield delta
+        if assembled.finish_reason is None:
+            raise EngineRequestError(
+                f"The stream from {self.url} ended after {assembled.chunks} event(s) without a "
+                "finish reason; the server cut it short. Retry the request."
+            )
+        data = assembled.body()
+        yield self._completion(data, time.perf_counter() - started, settings, tools, forced)
+
+    async def _next_event(
+        self, chunks: AsyncIterator[dict[str, Any]], assembled: _sse.ChatStream
+    ) -> dict[str, Any] | None:
+        """The stream's next event (``None`` at its end); only this wait is in flight, so
+        :meth:`aclose` can fail it (a cancel scope must not span the caller's ``yield``)."""
+        with anyio.CancelScope() as scope:
+            self._in_flight.add(scope)
+            try:
+                return await chunks.__anext__()
+            except StopAsyncIteration:
+                return None
+            except httpx.HTTPError as exc:
+                raise EngineRequestError(
+                    f"The stream from {self.url} broke after {assembled.chunks} event(s): "
+                    f"{exc!r}; retry the request."
+                ) from exc
+            finally:
+                self._in_flight.discard(scope)
+        raise EngineDeadError(f"Engine {self.name} was closed while a request was in flight.")
+
+    @asynccontextmanager
+    async def _open_stream(self, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
+        """A streaming response with a success status, closed on exit; waiting for it is in
+        flight (:meth:`aclose` fails it with EngineDeadError)."""
+        response: httpx.Response | None = None
+        with anyio.CancelScope() as scope:
+            self._in_flight.add(scope)
+            try:
+                response = await self._connect(body)
+            finally:
+                self._in_flight.discard(scope)
+        if response is None:
+            raise EngineDeadError(f"Engine {self.name} was closed while a request was in flight.")
+        try:
+            yield response
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    async def _connect(self, body: dict[str, Any]) -> httpx.Response:
+        """Send a streaming request; connection failures and retryable statuses are retried
+        with backoff (as in :meth:`_post`), then fail typed."""
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            if self._closed:
+                raise EngineDeadError(f"Engine {self.name} is closed; open a new one.")
+            request = self._client.build_request(
+                "POST", self.url, json=body, headers=self._headers, timeout=self.timeout_s
+            )
+            try:
+                response = await self._client.send(request, stream=True)
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                if attempt == self.max_retries:
+                    error = EngineDeadError if isinstance(exc, httpx.ConnectError) else None
+                    raise (error or EngineRequestError)(
+                        f"{self.url} could not be streamed from after {attempt + 1} "
+                        f"attempt(s) ({last}); is the server running? Check --base-url."
+                    ) from exc
+                await anyio.sleep(self._delay(attempt, None))
+                continue
+            if response.status_code < 400:
+                return response
+            await response.aread()
+            await response.aclose()
+            message = _server_message(response)
+            last = f"HTTP {response.status_code}: {message}"
+            if response.status_code not in _RETRY_STATUS:
+                raise EngineRequestError(
+                    f"{self.url} rejected the request with HTTP {response.status_code}: {message}"
+                )
+            if attempt < self.max_retries:
+                await anyio.sleep(self._delay(attempt, response))
+        raise EngineRequestError(
+            f"{self.url} kept failing after {self.max_retries + 1} attempt(s); last: {last}. "
+            "Retry later or raise max_retries."
+        )
 
     def _completion(
         self,

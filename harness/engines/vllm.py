@@ -29,7 +29,7 @@ import os
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -474,6 +474,7 @@ class VLLMEngine(ClosingContext):
         tools: Sequence[ToolSpec],
         forced: str | None,
         budget: int,
+        streaming: bool = False,
     ) -> Any:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
@@ -497,16 +498,20 @@ class VLLMEngine(ClosingContext):
             max_tokens=max(1, min(max_tokens, budget)),
             stop=list(settings.stop) or None,
             structured_outputs=structured,
-            output_kind=RequestOutputKind.FINAL_ONLY,
+            output_kind=(
+                RequestOutputKind.CUMULATIVE if streaming else RequestOutputKind.FINAL_ONLY
+            ),
         )
 
-    async def generate(
+    def _request(
         self,
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
         settings: GenerationSettings,
-    ) -> Completion:
-        """Generate one assistant turn (see :class:`~harness.engines.base.Engine`)."""
+        streaming: bool = False,
+    ) -> tuple[str, str, list[int], Any, str | None]:
+        """Render and check one request: its id, prompt text, token ids, sampling
+        parameters and the forced reply (if any)."""
         self._check_alive()
         try:
             prompt = self.render_prompt(messages, tools, settings.parallel_tool_calls)
@@ -523,29 +528,98 @@ class VLLMEngine(ClosingContext):
         from vllm.exceptions import VLLMClientError
 
         try:
-            params = self._sampling_params(settings, tools, forced, budget)
+            params = self._sampling_params(settings, tools, forced, budget, streaming)
         except (VLLMClientError, ValueError, TypeError) as exc:  # validated eagerly
             raise EngineRequestError(f"Bad generation settings: {exc}") from exc
-        request_id = f"{self._salt}-{next(self._ids)}"
-        final = await self._run(request_id, ids, params)
-        return self._completion(final, prompt, settings, tools, forced)
+        return f"{self._salt}-{next(self._ids)}", prompt, ids, params, forced
 
-    async def _run(self, request_id: str, ids: list[int], params: Any) -> Any:
-        from vllm.exceptions import VLLMClientError
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> Completion:
+        """Generate one assistant turn (see :class:`~harness.engines.base.Engine`)."""
+        request_id, prompt, ids, params, forced = self._request(messages, tools, settings)
+        final: Any = None
+        async with contextlib.aclosing(self._outputs(request_id, ids, params)) as outputs:
+            async for output in outputs:
+                final = output
+        return self._completion(self._last(final, request_id), prompt, settings, tools, forced)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> AsyncGenerator[str | Completion, None]:
+        """Generate one assistant turn, yielding its text as it is decoded, then the whole
+        :class:`Completion` (the streaming extension,
+        :class:`~harness.engines.base.StreamingEngine`). Closing the iterator early aborts
+        the request in vLLM."""
+        request_id, prompt, ids, params, forced = self._request(
+            messages, tools, settings, streaming=True
+        )
+        final: Any = None
+        sent = ""
+        async with contextlib.aclosing(self._outputs(request_id, ids, params)) as outputs:
+            async for output in outputs:
+                final = output
+                text = str(output.outputs[0].text)
+                if len(text) > len(sent) and text.startswith(sent):
+                    yield text[len(sent) :]
+                    sent = text
+        yield self._completion(self._last(final, request_id), prompt, settings, tools, forced)
+
+    def _last(self, final: Any, request_id: str) -> Any:
+        if final is None:
+            raise EngineDeadError(
+                f"Engine {self.name} gave no output for request {request_id}; it was closed "
+                "while the request was in flight."
+            )
+        return final
+
+    async def _outputs(
+        self, request_id: str, ids: list[int], params: Any
+    ) -> AsyncGenerator[Any, None]:
+        """vLLM's outputs for one request (one, or one per step when streaming), its failures
+        as harness errors; aborted in vLLM unless it ran to its end. Only the wait for the
+        next output counts as in flight (``aclose`` cancels it): a cancel scope must not span
+        a ``yield``."""
         from vllm.inputs.engine import tokens_input
+
+        stream = self._llm.generate(tokens_input(ids), params, request_id)
+        done = False
+        try:
+            async with contextlib.aclosing(stream):
+                while True:
+                    output = await self._next_output(request_id, stream)
+                    if output is None:
+                        break
+                    yield output
+            done = True
+        finally:
+            if not done and self._llm is not None:
+                with anyio.CancelScope(shield=True):
+                    with contextlib.suppress(Exception):
+                        await self._llm.abort(request_id)
+
+    async def _next_output(self, request_id: str, stream: Any) -> Any:
+        """The request's next output from vLLM, or ``None`` at its end."""
+        from vllm.exceptions import VLLMClientError
         from vllm.v1.engine.exceptions import EngineDeadError as VLLMDead
         from vllm.v1.engine.exceptions import EngineGenerateError
 
-        final: Any = None
-        done = False
+        if self._closed or self._llm is None:
+            raise EngineDeadError(
+                f"Engine {self.name} was closed while request {request_id} was in flight."
+            )
         with anyio.CancelScope() as scope:
             self._in_flight[request_id] = scope
             try:
-                stream = self._llm.generate(tokens_input(ids), params, request_id)
-                async with contextlib.aclosing(stream):
-                    async for output in stream:
-                        final = output
-                done = True
+                return await stream.__anext__()
+            except StopAsyncIteration:
+                return None
             except VLLMDead as exc:
                 raise EngineDeadError(
                     f"Engine {self.name} died while request {request_id} was in flight; "
@@ -563,15 +637,9 @@ class VLLMEngine(ClosingContext):
                 self._in_flight.pop(request_id, None)
                 if not self._in_flight and self._drained is not None:
                     self._drained.set()
-                if not done and self._llm is not None:
-                    with anyio.CancelScope(shield=True):
-                        with contextlib.suppress(Exception):
-                            await self._llm.abort(request_id)
-        if scope.cancelled_caught or final is None:
-            raise EngineDeadError(
-                f"Engine {self.name} was closed while request {request_id} was in flight."
-            )
-        return final
+        raise EngineDeadError(
+            f"Engine {self.name} was closed while request {request_id} was in flight."
+        )
 
     def _completion(
         self,

@@ -2,17 +2,26 @@
 
 - :mod:`~harness.fabric.graph`: nodes (LLM, tool, verify), criticality, validated DAGs, layers;
 - :mod:`~harness.fabric.executor`: :class:`Fabric`, which starts each node the moment its own
-  inputs are released, batches ready LLM nodes, verifies off the critical path and repairs;
+  inputs are released, batches ready LLM nodes and accounts rounds;
+- :mod:`~harness.fabric.attempts`: one node's run: produce, verify off the critical path,
+  repair, contain its failures;
+- :mod:`~harness.fabric.config`: :class:`FabricConfig`, :class:`Mechanisms` (each mechanism
+  on or off alone; the naive baseline), :class:`RepairPolicy`;
 - :mod:`~harness.fabric.consensus`: :func:`sample_batch` and a deterministic :func:`vote`;
-- :mod:`~harness.fabric.gating`: which nodes get consensus (criticality, stakes);
+- :mod:`~harness.fabric.gating`: which nodes get consensus (criticality, stakes), and when a
+  vote agrees;
 - :mod:`~harness.fabric.verify`: verifiers (schema, pattern, predicate);
-- :mod:`~harness.fabric.plan`: plans as JSON Lines, speculative decomposition and the
-  plan-and-execute runner;
+- :mod:`~harness.fabric.plan`: the plan format (plan lines, JSON Lines) and its parser;
+- :mod:`~harness.fabric.decompose`: speculative decomposition, plan-and-execute and the naive
+  pass the compute figure compares with;
 - :mod:`~harness.fabric.figures`: the PEF figures and headers.
 """
 
 from __future__ import annotations
 
+from harness.engines.base import StreamingEngine
+from harness.fabric.attempts import render_messages
+from harness.fabric.config import NODE_SYSTEM, FabricConfig, Mechanisms, RepairPolicy
 from harness.fabric.consensus import (
     DEFAULT_TEMPERATURES,
     Comparator,
@@ -27,42 +36,38 @@ from harness.fabric.consensus import (
     spread_temperatures,
     vote,
 )
-from harness.fabric.examples import EXAMPLE_TASK, demo_engine, example_graph, example_plan
-from harness.fabric.executor import (
-    DEFAULT_SYSTEM,
-    Execution,
-    Fabric,
-    FabricConfig,
-    Inference,
-    RepairPolicy,
-    render_messages,
+from harness.fabric.decompose import (
+    COMPOSER_SYSTEM,
+    PlanRun,
+    compose_messages,
+    measure_baseline,
+    naive_pass,
+    plan_and_execute,
+    plan_messages,
 )
+from harness.fabric.examples import EXAMPLE_TASK, example_graph, example_plan
+from harness.fabric.executor import Fabric, FabricRun, Inference
 from harness.fabric.figures import NaiveBaseline, PEFFigures
 from harness.fabric.gating import CRITICAL_TEMPERATURES, Gate, GatingPolicy
 from harness.fabric.graph import (
     Criticality,
     InputsCheck,
     Node,
-    NodeKind,
     TaskGraph,
     llm_node,
     tool_node,
     verify_node,
 )
 from harness.fabric.plan import (
-    COMPOSER_SYSTEM,
     PLANNER_SYSTEM,
     PlanParser,
-    PlanRun,
-    StreamingEngine,
-    compose_messages,
     parse_plan,
-    plan_and_execute,
-    plan_messages,
     plan_to_jsonl,
+    plan_to_text,
 )
-from harness.fabric.result import FabricResult, NodeResult, NodeStatus, Wave
+from harness.fabric.result import FabricResult, NodeKind, NodeResult, NodeStatus, Wave
 from harness.fabric.verify import (
+    Checked,
     Verdict,
     Verifier,
     json_schema,
@@ -76,21 +81,23 @@ from harness.fabric.verify import (
 __all__ = (
     "COMPOSER_SYSTEM",
     "CRITICAL_TEMPERATURES",
-    "DEFAULT_SYSTEM",
     "DEFAULT_TEMPERATURES",
     "EXAMPLE_TASK",
+    "NODE_SYSTEM",
     "PLANNER_SYSTEM",
+    "Checked",
     "Comparator",
     "Consensus",
     "Criticality",
-    "Execution",
     "Fabric",
     "FabricConfig",
     "FabricResult",
+    "FabricRun",
     "Gate",
     "GatingPolicy",
     "Inference",
     "InputsCheck",
+    "Mechanisms",
     "NaiveBaseline",
     "Node",
     "NodeKind",
@@ -110,19 +117,21 @@ __all__ = (
     "compose_messages",
     "consensus",
     "consensus_settings",
-    "demo_engine",
     "equivalent",
     "example_graph",
     "example_plan",
     "json_schema",
     "llm_node",
     "matches",
+    "measure_baseline",
+    "naive_pass",
     "non_empty",
     "normalise",
     "parse_plan",
     "plan_and_execute",
     "plan_messages",
     "plan_to_jsonl",
+    "plan_to_text",
     "predicate",
     "render_messages",
     "run_verifier",

@@ -3,20 +3,17 @@
 The task is §8's "technical architecture document with cross-referenced sections". Six of
 the nodes are high-stakes MODERATE (consensus N=3 under the default gating, as in §2.4); the
 rest are TRIVIAL or SIMPLE. :func:`example_graph` builds it, :func:`example_plan` writes it
-as a JSON Lines plan, and :func:`demo_engine` is a scripted engine (no model) that answers the
-planner, the nodes and the composer, for trying the fabric without a model.
+as a plan (plan lines). A scripted engine that answers the planner, the steps and the
+composer without a model is :func:`harness.testing.fabric_demo_engine` (test doubles stay
+out of the core library).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from harness.fabric.graph import Criticality, TaskGraph, llm_node
+from harness.fabric.plan import plan_to_text
 
-from harness.engines.base import Message, ToolSpec
-from harness.fabric.graph import Criticality, Node, TaskGraph, llm_node
-from harness.fabric.plan import COMPOSER_SYSTEM, PLANNER_SYSTEM, plan_to_jsonl
-from harness.testing import ScriptedEngine
-
-__all__ = ("EXAMPLE_TASK", "demo_engine", "example_graph", "example_plan")
+__all__ = ("EXAMPLE_TASK", "example_graph", "example_plan")
 
 EXAMPLE_TASK = (
     "Write a short technical architecture document for an online bookshop, with "
@@ -60,45 +57,5 @@ def example_graph(*, consensus: bool = True, max_tokens: int | None = None) -> T
 
 
 def example_plan(*, consensus: bool = True) -> str:
-    """The example graph as the JSON Lines plan a planner would write."""
-    return plan_to_jsonl(example_graph(consensus=consensus))
-
-
-def _demo_plan(task: str) -> str:
-    nodes: Sequence[Node] = [
-        llm_node("T1", f"Find the facts needed for: {task}"),
-        llm_node("T2", f"List the constraints of: {task}", criticality=_T),
-        llm_node("T3", "Draft the answer from the facts and constraints.", ("T1", "T2")),
-        llm_node(
-            "T4",
-            "Check the draft against the constraints.",
-            ("T3",),
-            criticality=_M,
-            high_stakes=True,
-        ),
-    ]
-    return plan_to_jsonl(nodes)
-
-
-def _demo_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
-    system = str(messages[0].get("content", "")) if messages else ""
-    user = str(messages[-1].get("content", "")) if messages else ""
-    if system == PLANNER_SYSTEM:
-        return _demo_plan(user.removeprefix("Task: "))
-    if system == COMPOSER_SYSTEM:
-        steps = user.count("\n[")
-        return f"Final answer composed from {steps} step outputs."
-    step = user.split("\n", 1)[0].rstrip(".")
-    return f"Done: {step.lower()}."
-
-
-def demo_engine(*, overhead_ms: float = 40.0, decode_ms_per_token: float = 1.0) -> ScriptedEngine:
-    """A scripted engine for demos: canned plans, one-line answers, simulated latency (every
-    request costs ``overhead_ms`` plus decode time, and concurrent requests overlap like an
-    ideal batching engine)."""
-    return ScriptedEngine(
-        script=_demo_script,
-        overhead_ms=overhead_ms,
-        decode_ms_per_token=decode_ms_per_token,
-        name="scripted-demo",
-    )
+    """The example graph as the plan a planner would write (plan lines)."""
+    return plan_to_text(example_graph(consensus=consensus))

@@ -1,184 +1,84 @@
 """The fabric's executor: start every node the moment its own inputs are ready.
 
-**Dispatch.** One dispatcher task keeps the nodes not yet started. Whenever something changes
-(a node released or failed, a node added), it starts *every* node whose dependencies have all
-been released, in one pass (a :class:`~harness.fabric.result.Wave`), each in its own task of
-the run's task group. LLM requests of one wave therefore reach the engine in the same
-scheduling round and a batching engine runs them as one batch; a node never waits for a
-sibling it does not consume, nor for the rest of its layer (layers are only a report).
+**Dispatch.** The run keeps, for each node not yet started, how many of its dependencies are
+still unresolved, and for each node the nodes that consume it. When a node is resolved
+(released, contested, failed or skipped) only its consumers are looked at; those with no
+unresolved dependency left join the ready queue. One dispatcher task starts *every* ready node
+in one pass (a :class:`~harness.fabric.result.Wave`), each in its own task of the run's task
+group, so LLM requests of one wave reach the engine in the same scheduling round and a
+batching engine runs them as one batch. A node never waits for a sibling it does not consume,
+nor for the rest of its layer (layers are only a report). Dispatch costs O(nodes + edges):
+a 4,000-deep chain dispatches in milliseconds.
 
-**Verification off the critical path.** A node's output is first *produced*, then its
-verifiers run in the node's own task. Nodes that do not consume it are dispatched regardless.
-Nodes that consume it (``deps`` names it) wait until every verifier has passed and the output
-is *released*: an unverified output never flows downstream.
+**Verification off the critical path** (:mod:`harness.fabric.attempts`): a node's verifiers
+run in its own task once it has produced its output; nodes that do not consume it are
+dispatched regardless, nodes that consume it wait until it is released. A node whose input
+failed is *skipped*; one whose input is contested runs and is shown why.
 
-**Repair.** A rejected output (a verifier said no, or a tool call returned an error result)
-is re-run with the rejection reasons appended to the prompt, up to ``RepairPolicy.max_repairs``
-times; with ``escalate`` a MODERATE node that ran once is re-run as an N=3 consensus (never a
-TRIVIAL or SIMPLE one). Tool nodes are re-run only when their tool is read-only or
-idempotent; verify nodes are not re-run (attach the check to the node as a verifier to get
-repairs). When the budget is spent the node *fails* with :class:`~harness.errors.NodeFailed`
-and its consumers are *skipped*; the run still finishes every independent node.
+**Limits.** At most ``FabricConfig.max_in_flight`` engine requests are in flight at once
+(more queue). Each node's run is bounded by its timeout.
 
-**Tools.** A tool node runs through :func:`harness.calls.execute_call` (every failure is an
-error result, never a sibling's cancellation) and, like a certified window, only beside tool
-calls it commutes with (D1, :func:`harness.certify.check_d1`): a call that conflicts with a
-running one waits for it.
+**Mechanisms** (:class:`~harness.fabric.config.Mechanisms`): without *layering* one node runs
+at a time, in the order added (a topological order); without *batching* one engine request
+runs at a time. :meth:`Mechanisms.naive` (neither, and no speculation) is the naive baseline.
 
-**Naive mode** (``FabricConfig.naive``): one node at a time in topological order, consensus
-samples one after another: the sequential baseline the figures compare against (every
-inference is then its own round).
+**Rounds.** Every engine request is accounted to a *round*, see :mod:`harness.fabric.figures`:
+requests sent together (a consensus batch, a retry batch) share one round, one more than the
+highest round the node waited for (its inputs' rounds; the planner's while it came from the
+plan; with layering off, every node run before it); with batching off each request is its own
+round. A node added from a plan that is still streaming shares the planner's round only with
+inferences that finished *before the plan did* (what speculation really saved).
 
-``EngineDeadError`` (and any bug) ends the run: it propagates out of :meth:`Fabric.run`.
+``EngineDeadError`` (and any bug in the fabric) ends the run: it propagates out of
+:meth:`Fabric.run`.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import heapq
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
-from functools import partial
 
 import anyio
 from anyio.abc import TaskGroup
 
 from harness._logging import get_logger
-from harness.calls import ToolResult, execute_call
-from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolCall, Usage
-from harness.engines.batch import gather, sample_batch
-from harness.errors import ConfigError, EngineRequestError, HarnessError, NodeFailed
-from harness.fabric._isolation import Isolation
-from harness.fabric.consensus import (
-    Vote,
-    completion_text,
-    consensus_settings,
-    vote,
+from harness.engines.base import (
+    ClosingContext,
+    Completion,
+    Engine,
+    GenerationSettings,
+    Message,
+    StreamingEngine,
+    ToolSpec,
+    Usage,
 )
+from harness.errors import ConfigError, NodeFailed
+from harness.fabric._isolation import Isolation
+from harness.fabric.attempts import NodeRunner
+from harness.fabric.config import FabricConfig
 from harness.fabric.figures import NaiveBaseline, PEFFigures
-from harness.fabric.gating import Gate, GatingPolicy
 from harness.fabric.graph import Node, TaskGraph
 from harness.fabric.result import FabricResult, NodeResult, Wave
-from harness.fabric.verify import Verdict, run_verifier
 from harness.tools import Toolset
 
-__all__ = (
-    "DEFAULT_SYSTEM",
-    "Execution",
-    "Fabric",
-    "FabricConfig",
-    "Inference",
-    "RepairPolicy",
-    "render_messages",
-)
+__all__ = ("Fabric", "FabricRun", "Inference")
 
 _log = get_logger("harness.fabric")
-
-DEFAULT_SYSTEM = (
-    "You are one step of a larger task. Do only the step you are given, using the outputs of "
-    "earlier steps when they are shown, and answer briefly."
-)
-
-
-@dataclass(frozen=True)
-class RepairPolicy:
-    """What a rejected output gets: up to ``max_repairs`` re-runs (0 = surface at once).
-    A single-pass re-run samples at ``temperature`` (a fresh seed per attempt) so it can
-    differ; ``escalate`` re-runs a MODERATE node as a batched N=3 consensus."""
-
-    max_repairs: int = 2
-    escalate: bool = True
-    temperature: float = 0.7
-
-    def __post_init__(self) -> None:
-        if self.max_repairs < 0:
-            raise ConfigError(
-                f"RepairPolicy.max_repairs is {self.max_repairs}; use 0 (no repair) or more."
-            )
-
-
-@dataclass(frozen=True)
-class FabricConfig:
-    """How a fabric run generates, gates, repairs and accounts.
-
-    ``settings``: the base generation settings of every LLM node (``constrain`` off: nodes
-    answer in free text). ``system``: the system prompt of nodes that set none.
-    ``model_params`` / ``baseline``: for the compute figure (:mod:`harness.fabric.figures`).
-    """
-
-    settings: GenerationSettings = field(
-        default_factory=lambda: GenerationSettings(max_tokens=256, constrain=False)
-    )
-    gating: GatingPolicy = field(default_factory=GatingPolicy)
-    repair: RepairPolicy = field(default_factory=RepairPolicy)
-    naive: bool = False
-    system: str = DEFAULT_SYSTEM
-    model_params: float | None = None
-    baseline: NaiveBaseline = field(default_factory=NaiveBaseline)
 
 
 @dataclass(frozen=True)
 class Inference:
-    """One engine request as the figures count it: who made it, its round, its tokens."""
+    """One engine request as the figures count it: who made it, its round, its tokens
+    (``failed``: the request failed; its tokens are unknown and count as 0)."""
 
     node: str
     round: int
     usage: Usage
-
-
-def render_messages(
-    node: Node,
-    inputs: Mapping[str, NodeResult],
-    *,
-    system: str = DEFAULT_SYSTEM,
-    feedback: Sequence[str] = (),
-) -> list[Message]:
-    """The chat an LLM node sends: its system prompt, then its prompt followed by the outputs
-    of its dependencies (``[id] text``, in ``deps`` order) and, on a repair, why the last
-    answer was rejected. ``node.messages`` replaces all but the feedback."""
-    note = (
-        "\n\nAn earlier answer to this step was rejected: "
-        + "; ".join(feedback)
-        + ". Answer the step again."
-        if feedback
-        else ""
-    )
-    if node.messages is not None:
-        messages = list(node.messages(inputs))
-        if note:
-            messages.append({"role": "user", "content": note.strip()})
-        return messages
-    user = node.prompt
-    if inputs:
-        shown = "\n".join(f"[{dep}] {inputs[dep].text.strip()}" for dep in node.deps)
-        user += "\n\nOutputs of the steps this one builds on:\n" + shown
-    return [
-        {"role": "system", "content": node.system or system},
-        {"role": "user", "content": user + note},
-    ]
-
-
-@dataclass
-class _Pending:
-    node: Node
-    after_round: int
-    speculative: bool
-
-
-@dataclass
-class _Output:
-    """One attempt's output, before verification."""
-
-    text: str = ""
-    value: object = None
-    mode: str = "single"
-    usages: tuple[Usage, ...] = ()
-    completion: Completion | None = None
-    tool_result: ToolResult | None = None
-    vote: Vote | None = None
-    verdict: Verdict | None = None  # the execution's own verdict (tool error, verify check)
-    error: HarnessError | None = None  # a failure that ends the node at once
+    failed: bool = False
 
 
 class Fabric:
@@ -200,29 +100,32 @@ class Fabric:
         self.toolset = toolset
         self.config = config or FabricConfig()
 
-    async def run(self, graph: TaskGraph | Iterable[Node]) -> FabricResult:
-        """Run every node of ``graph``; returns when all are released, failed or skipped."""
+    async def run(
+        self, graph: TaskGraph | Iterable[Node], *, baseline: NaiveBaseline | None = None
+    ) -> FabricResult:
+        """Run every node of ``graph``; returns when all are resolved. ``baseline``: a naive
+        pass of the same task, for the compute figure."""
         graph = graph if isinstance(graph, TaskGraph) else TaskGraph(graph)
-        async with self.open() as execution:
+        async with self.open(baseline=baseline) as run:
             for layer in graph.layers:
                 for node_id in layer:
-                    execution.add(graph[node_id])
-        assert execution.result is not None
-        return execution.result
+                    run.add(graph[node_id])
+        assert run.result is not None
+        return run.result
 
     @asynccontextmanager
-    async def open(self) -> AsyncIterator[Execution]:
-        """An :class:`Execution` that accepts nodes while it runs (e.g. from a streamed plan).
-        Leaving the block seals it and waits for every node; ``execution.result`` is then set."""
-        execution = Execution(self)
+    async def open(self, *, baseline: NaiveBaseline | None = None) -> AsyncIterator[FabricRun]:
+        """A :class:`FabricRun` that accepts nodes while it runs (e.g. from a streamed plan).
+        Leaving the block seals it and waits for every node; ``run.result`` is then set."""
+        run = FabricRun(self, baseline=baseline)
         try:
             async with anyio.create_task_group() as tg:
-                execution._start(tg)
-                yield execution
-                execution.seal()
+                run._start(tg)
+                yield run
+                run.seal()
         except BaseExceptionGroup as group:
             raise _first(group) from None
-        execution._finish()
+        run._finish()
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -236,39 +139,100 @@ def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return group.exceptions[0]
 
 
-class Execution:
+class _Limited(ClosingContext):
+    """The run's engine: every request (and stream) holds one of ``limiter``'s slots."""
+
+    def __init__(self, engine: Engine, limiter: anyio.CapacityLimiter | None) -> None:
+        self.engine = engine
+        self.name = engine.name
+        self.limiter = limiter
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> Completion:
+        if self.limiter is None:
+            return await self.engine.generate(messages, tools, settings)
+        async with self.limiter:
+            return await self.engine.generate(messages, tools, settings)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> AsyncGenerator[str | Completion, None]:
+        assert isinstance(self.engine, StreamingEngine)
+        if self.limiter is not None:
+            await self.limiter.acquire()
+        try:
+            async with contextlib.aclosing(self.engine.stream(messages, tools, settings)) as items:
+                async for item in items:
+                    yield item
+        finally:
+            if self.limiter is not None:
+                self.limiter.release()
+
+    async def aclose(self) -> None:
+        return None  # the caller owns the engine
+
+
+@dataclass
+class _Entry:
+    """A node added to the run: where it came from, and what it still waits for."""
+
+    node: Node
+    order: int
+    after_round: int
+    speculative: bool
+    waiting: int = 0
+    users: list[str] = field(default_factory=list)
+    floor: int = 0  # the highest round of everything that ran before it (layering off)
+
+
+class FabricRun:
     """One live run of a :class:`Fabric`. Add nodes with :meth:`add` (dependencies first);
     :meth:`seal` says no more are coming. Create it with :meth:`Fabric.open`."""
 
-    def __init__(self, fabric: Fabric) -> None:
+    def __init__(self, fabric: Fabric, *, baseline: NaiveBaseline | None = None) -> None:
         self.fabric = fabric
+        self.baseline = baseline
+        config = fabric.config
         self.started = time.monotonic()
         self.result: FabricResult | None = None
         self.inferences: list[Inference] = []
-        self._nodes: dict[str, Node] = {}
-        self._pending: dict[str, _Pending] = {}
+        cap = config.max_in_flight if config.mechanisms.batching else 1
+        self.engine = _Limited(
+            fabric.engine, anyio.CapacityLimiter(cap) if cap is not None else None
+        )
+        self._max_round = 0
+        self._entries: dict[str, _Entry] = {}
+        self._ready: list[tuple[int, str]] = []
         self._results: dict[str, NodeResult] = {}
-        self._running: set[str] = set()
+        self._running = 0
         self._waves: list[Wave] = []
         self._sealed = False
+        self._streaming = False
         self._changed = anyio.Event()
         self._group: TaskGroup | None = None
         self._isolation = Isolation(fabric.toolset)
+        self._visits = 0  # readiness checks, for the O(nodes + edges) claim
 
     # ------------------------------------------------------------------ public surface
 
     def add(self, node: Node, *, after_round: int = 0, speculative: bool = False) -> None:
         """Add ``node``; it starts as soon as its dependencies are released. ``after_round``:
-        the round of whatever produced it (a plan: the planner's round, or one less when the
-        node comes from a plan still streaming, see :mod:`harness.fabric.figures`);
-        ``speculative`` marks such a node in its result and the logs."""
+        the round of whatever produced it (a plan: the planner's round). ``speculative``: it
+        comes from a plan still streaming (see :meth:`streaming_plan`)."""
         if self._sealed:
-            raise ConfigError(f"Cannot add node {node.id!r}: the execution is sealed.")
-        if node.id in self._nodes:
+            raise ConfigError(f"Cannot add node {node.id!r}: the run is sealed.")
+        if node.id in self._entries:
             raise ConfigError(
                 f"The task graph has a duplicate node id: {node.id!r}; give every node its own id."
             )
-        unknown = [d for d in node.deps if d not in self._nodes]
+        unknown = [d for d in node.deps if d not in self._entries]
         if unknown:
             raise ConfigError(
                 f"Node {node.id!r} depends on unknown node(s) {', '.join(map(repr, unknown))}; "
@@ -279,37 +243,70 @@ class Execution:
                 f"Tool node {node.id!r} calls {node.tool!r} but the fabric has no toolset; "
                 "pass Fabric(engine, toolset=...)."
             )
-        self._nodes[node.id] = node
-        self._pending[node.id] = _Pending(node, after_round, speculative)
+        entry = _Entry(node, len(self._entries), after_round, speculative)
+        self._entries[node.id] = entry
+        for dep in dict.fromkeys(node.deps):
+            if dep not in self._results:
+                self._entries[dep].users.append(node.id)
+                entry.waiting += 1
+        self._visits += 1
+        if entry.waiting == 0:
+            heapq.heappush(self._ready, (entry.order, node.id))
         self._changed.set()
 
+    def __contains__(self, node_id: object) -> bool:
+        """Whether a node of that id was added."""
+        return node_id in self._entries
+
     def seal(self) -> None:
-        """No more nodes: the run ends when every added node is done."""
+        """No more nodes: the run ends when every added node is resolved."""
         self._sealed = True
         self._changed.set()
+
+    @contextmanager
+    def streaming_plan(self) -> Iterator[None]:
+        """While inside, a plan is still being decoded: an inference of a speculative node
+        that finishes now shares the planner's round (``after_round - 1``); after, it comes
+        after the planner's round."""
+        self._streaming = True
+        try:
+            yield
+        finally:
+            self._streaming = False
 
     def record(self, node: str, round: int, usage: Usage) -> None:
         """Account an inference made outside the graph (a planner or composer call)."""
         self.inferences.append(Inference(node, round, usage))
+        self._max_round = max(self._max_round, round)
+
+    @property
+    def max_round(self) -> int:
+        """The highest round accounted so far."""
+        return self._max_round
 
     def results(self) -> dict[str, NodeResult]:
-        """The nodes finished so far (released, failed or skipped)."""
+        """The nodes resolved so far (released, contested, failed or skipped)."""
         return dict(self._results)
 
     def figures(self, *, wall_clock_ms: float | None = None) -> PEFFigures:
         """The PEF figures over the nodes added and the inferences recorded so far."""
-        graph = TaskGraph(self._nodes.values())
+        graph = TaskGraph(e.node for e in self._entries.values())
         config = self.fabric.config
         wall = (time.monotonic() - self.started) * 1000 if wall_clock_ms is None else wall_clock_ms
+        shares = [r.agreement for r in self._results.values() if r.agreement is not None]
         return PEFFigures(
             depth=graph.depth,
             total=len(graph),
             inferences=len(self.inferences),
-            rounds=max((i.round for i in self.inferences), default=0),
+            rounds=self._max_round,
             wall_clock_ms=wall,
             tokens=sum(i.usage.billed_tokens for i in self.inferences),
             model_params=config.model_params,
-            baseline=config.baseline,
+            baseline=self.baseline,
+            votes=len(shares),
+            agreement=sum(shares) / len(shares) if shares else None,
+            contested=sum(1 for r in self._results.values() if r.status == "contested"),
+            failed_requests=sum(1 for i in self.inferences if i.failed),
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -320,10 +317,10 @@ class Execution:
 
     def _finish(self) -> None:
         finished = time.monotonic()
-        graph = TaskGraph(self._nodes.values())
+        graph = TaskGraph(e.node for e in self._entries.values())
         figures = self.figures(wall_clock_ms=(finished - self.started) * 1000)
         self.result = FabricResult(
-            {nid: self._results[nid] for nid in self._nodes},
+            {nid: self._results[nid] for nid in self._entries},
             graph.layers,
             tuple(self._waves),
             figures,
@@ -334,6 +331,7 @@ class Execution:
             "fabric.run",
             nodes=len(graph),
             failed=list(self.result.failed),
+            contested=list(self.result.contested),
             inferences=figures.inferences,
             rounds=figures.rounds,
             waves=len(self._waves),
@@ -344,34 +342,46 @@ class Execution:
         while True:
             self._changed = anyio.Event()
             self._dispatch_ready()
-            if self._sealed and not self._pending and not self._running:
+            if self._sealed and not self._ready and not self._running:
+                if len(self._results) < len(self._entries):  # pragma: no cover - a bug
+                    raise RuntimeError("fabric: nodes left unresolved with nothing running")
                 return
             await self._changed.wait()
 
     def _dispatch_ready(self) -> None:
         assert self._group is not None
-        naive = self.fabric.config.naive
-        wave: list[_Pending] = []
-        for node_id, pending in list(self._pending.items()):
-            if naive and (self._running or wave):
+        layering = self.fabric.config.mechanisms.layering
+        wave: list[_Entry] = []
+        while self._ready:
+            if not layering and (self._running or wave):
                 break
-            deps = pending.node.deps
-            if any(d not in self._results for d in deps):
-                continue
-            del self._pending[node_id]
-            bad = [d for d in deps if not self._results[d].ok]
+            _, node_id = heapq.heappop(self._ready)
+            entry = self._entries[node_id]
+            bad = [d for d in entry.node.deps if not self._results[d].released]
             if bad:
-                self._skip(pending.node, bad)
+                self._skip(entry.node, bad)
                 continue
-            wave.append(pending)
+            entry.floor = 0 if layering else self._max_round
+            wave.append(entry)
         if not wave:
             return
         index = len(self._waves)
-        self._waves.append(Wave(index, time.monotonic(), tuple(p.node.id for p in wave)))
-        for pending in wave:
-            self._running.add(pending.node.id)
-        for pending in wave:
-            self._group.start_soon(self._run_node, pending, index)
+        self._waves.append(Wave(index, time.monotonic(), tuple(e.node.id for e in wave)))
+        self._running += len(wave)
+        for entry in wave:
+            self._group.start_soon(self._run_node, entry, index)
+
+    def _resolve(self, node_id: str, result: NodeResult) -> None:
+        self._results[node_id] = result
+        entry = self._entries[node_id]
+        for user in entry.users:
+            self._visits += 1
+            waiting = self._entries[user]
+            waiting.waiting -= 1
+            if waiting.waiting == 0:
+                heapq.heappush(self._ready, (waiting.order, user))
+        entry.users = []
+        self._changed.set()
 
     def _skip(self, node: Node, bad: list[str]) -> None:
         why = ", ".join(f"{d!r} ({self._results[d].status})" for d in bad)
@@ -380,20 +390,60 @@ class Execution:
             "repair those first.",
             node=node.id,
         )
-        self._results[node.id] = NodeResult(node.id, node.kind, "skipped", error=error)
+        self._resolve(node.id, NodeResult(node.id, node.kind, "skipped", error=error))
         _log.debug("fabric.node", node=node.id, status="skipped", inputs=bad)
-        self._changed.set()
 
     # ------------------------------------------------------------------ one node
 
-    async def _run_node(self, pending: _Pending, wave: int) -> None:
-        node = pending.node
+    def _floor(self, entry: _Entry) -> int:
+        """The highest round ``entry``'s next requests waited for (see the module docstring)."""
+        after = entry.after_round
+        if entry.speculative and self._streaming:
+            after -= 1
+        deps = (self._results[d].round for d in entry.node.deps)
+        return max(after, entry.floor, *deps, 0)
+
+    def _account(self, entry: _Entry, base: int | None, stage: Sequence[Usage | None]) -> int:
+        """Record one stage of ``entry``'s requests; returns the node's round after it."""
+        floor = max(self._floor(entry), base or 0)
+        if self.fabric.config.mechanisms.batching:
+            rounds = [floor + 1] * len(stage)
+        else:  # every request waited for every earlier one
+            first = max(self._max_round, floor) + 1
+            rounds = list(range(first, first + len(stage)))
+        for round_, usage in zip(rounds, stage, strict=True):
+            self.inferences.append(
+                Inference(entry.node.id, round_, usage or Usage(), usage is None)
+            )
+        self._max_round = max(self._max_round, *rounds)
+        return rounds[-1]
+
+    async def _run_node(self, entry: _Entry, wave: int) -> None:
+        node = entry.node
         inputs = {d: self._results[d] for d in node.deps}
-        base = max([pending.after_round, *(r.round for r in inputs.values())])
-        result = await self._attempts(node, inputs, base, wave, pending.speculative)
-        self._results[node.id] = result
-        self._running.discard(node.id)
-        self._changed.set()
+        last: list[int | None] = [None]
+
+        def account(stage: Sequence[Usage | None]) -> int:
+            round_ = self._account(entry, last[0], stage)
+            last[0] = round_
+            return round_
+
+        runner = NodeRunner(
+            node,
+            inputs,
+            config=self.fabric.config,
+            engine=self.engine,
+            toolset=self.fabric.toolset,
+            isolation=self._isolation,
+            account=account,
+            wave=wave,
+            speculative=entry.speculative,
+        )
+        result = await runner.run()
+        if last[0] is None:  # no inference: a tool or verify node adds no round
+            result = replace(result, round=self._floor(entry))
+        self._running -= 1
+        self._resolve(node.id, result)
         _log.debug(
             "fabric.node",
             node=node.id,
@@ -404,184 +454,8 @@ class Execution:
             attempts=result.attempts,
             inferences=result.inferences,
             wave=wave,
-            speculative=pending.speculative,
+            speculative=entry.speculative,
             ms=round((result.finished - result.started) * 1000, 1),
             error=str(result.error) if result.error else None,
+            note=result.note or None,
         )
-
-    def _repairable(self, node: Node) -> bool:
-        if node.kind == "llm":
-            return True
-        if node.kind == "tool" and self.fabric.toolset is not None and node.tool:
-            tool = self.fabric.toolset.get(node.tool)
-            return tool is not None and (tool.effect.read_only or tool.effect.idempotent)
-        return False
-
-    async def _attempts(
-        self,
-        node: Node,
-        inputs: Mapping[str, NodeResult],
-        base: int,
-        wave: int,
-        speculative: bool,
-    ) -> NodeResult:
-        """Produce, verify, repair (bounded); the node's final result."""
-        config = self.fabric.config
-        gate = config.gating.gate(node)
-        limit = 1 + (config.repair.max_repairs if self._repairable(node) else 0)
-        started = time.monotonic()
-        feedback: list[str] = []
-        usage, inferences, round_, attempt = Usage(), 0, base, 0
-        while True:
-            attempt += 1
-            out = await self._produce(node, inputs, gate, feedback, attempt)
-            if out.usages:
-                round_ = self._account(node.id, round_, out.usages)
-                usage = sum(out.usages, usage)
-                inferences += len(out.usages)
-            produced = time.monotonic()
-            result = NodeResult(
-                node.id, node.kind, "ok", out.text, out.value, round_, attempt, inferences,
-                usage, started, produced, produced, out.mode, wave, speculative, out.vote,
-                completion=out.completion, tool_result=out.tool_result,
-            )  # fmt: skip
-            if out.error is not None:
-                return replace(result, status="failed", error=out.error)
-            if out.verdict is not None and not out.verdict.passed:
-                verdicts: tuple[Verdict, ...] = (out.verdict,)
-            else:
-                own = (out.verdict,) if out.verdict is not None else ()
-                verdicts = own + await self._verify(node, gate, result)
-            finished = time.monotonic()
-            if all(v.passed for v in verdicts):
-                return replace(result, verdicts=verdicts, finished=finished)
-            reasons = [v.reason for v in verdicts if not v.passed]
-            if attempt >= limit:
-                error = NodeFailed(
-                    f"Node {node.id!r} was rejected {attempt} time(s); last: "
-                    f"{'; '.join(reasons)}. {self._fix_hint(node, limit)}",
-                    node=node.id,
-                    tool=node.tool,
-                )
-                return replace(
-                    result, status="failed", verdicts=verdicts, finished=finished, error=error
-                )
-            _log.debug("fabric.repair", node=node.id, attempt=attempt, reasons=reasons)
-            feedback = reasons
-            gate = config.gating.repair_gate(node, config.repair.escalate)
-
-    def _account(self, node_id: str, round_: int, usages: Sequence[Usage]) -> int:
-        """Record an attempt's inferences; returns the node's round after it. Batched: the
-        attempt's samples share one round. Naive: each request waited for every earlier one."""
-        if not self.fabric.config.naive:
-            round_ += 1
-            self.inferences.extend(Inference(node_id, round_, u) for u in usages)
-            return round_
-        for usage in usages:
-            round_ = 1 + max([round_, *(i.round for i in self.inferences)])
-            self.inferences.append(Inference(node_id, round_, usage))
-        return round_
-
-    def _fix_hint(self, node: Node, limit: int) -> str:
-        if node.kind == "verify":
-            return (
-                "Verify nodes are not re-run; attach the check to the node it checks "
-                "(verifiers=...) to have that node repaired."
-            )
-        if node.kind == "tool" and limit == 1:
-            return (
-                f"Tool {node.tool!r} is neither read-only nor idempotent, so it is not re-run; "
-                "fix the call or declare the tool idempotent."
-            )
-        return (
-            f"The repair budget is {limit - 1}; raise RepairPolicy.max_repairs, make the "
-            "prompt clearer or relax the verifier."
-        )
-
-    async def _verify(self, node: Node, gate: Gate, result: NodeResult) -> tuple[Verdict, ...]:
-        """Every verifier of the node (and the gate's mandatory ones), concurrently."""
-        verifiers = (*node.verifiers, *gate.verifiers)
-        return tuple(await gather([partial(run_verifier, v, result) for v in verifiers]))
-
-    async def _produce(
-        self,
-        node: Node,
-        inputs: Mapping[str, NodeResult],
-        gate: Gate,
-        feedback: Sequence[str],
-        attempt: int,
-    ) -> _Output:
-        if node.kind == "tool":
-            return await self._produce_tool(node, inputs, attempt)
-        if node.kind == "verify":
-            assert node.check is not None
-            verdict = await run_verifier(node.check, inputs)
-            return _Output(verdict.reason or "passed", verdict.passed, "verify", verdict=verdict)
-        return await self._produce_llm(node, inputs, gate, feedback, attempt)
-
-    async def _produce_llm(
-        self,
-        node: Node,
-        inputs: Mapping[str, NodeResult],
-        gate: Gate,
-        feedback: Sequence[str],
-        attempt: int,
-    ) -> _Output:
-        config = self.fabric.config
-        engine = self.fabric.engine
-        messages = render_messages(node, inputs, system=config.system, feedback=feedback)
-        settings = config.settings
-        if node.max_tokens is not None:
-            settings = replace(settings, max_tokens=node.max_tokens)
-        seed = (settings.seed or 0) + 100 * (attempt - 1)
-        ballot: Vote | None = None
-        try:
-            if gate.temperatures:
-                batch = consensus_settings(replace(settings, seed=seed), gate.temperatures)
-                if config.naive:
-                    samples = [await engine.generate(messages, [], s) for s in batch]
-                else:
-                    samples = await sample_batch(engine, messages, [], batch)
-                ballot = vote(samples, gate.temperatures, same=config.gating.same)
-                winner = samples[ballot.winner]
-                usages = tuple(c.usage for c in samples)
-            else:
-                if attempt > 1:
-                    settings = replace(settings, temperature=config.repair.temperature, seed=seed)
-                winner = await engine.generate(messages, [], settings)
-                usages = (winner.usage,)
-        except EngineRequestError as exc:
-            return _Output(
-                mode=gate.mode,
-                error=NodeFailed(
-                    f"Node {node.id!r}: the engine request failed on attempt {attempt}: {exc}",
-                    node=node.id,
-                ),
-            )
-        text = winner.content if winner.content is not None else completion_text(winner)
-        return _Output(text, text, gate.mode, usages, winner, vote=ballot)
-
-    async def _produce_tool(
-        self, node: Node, inputs: Mapping[str, NodeResult], attempt: int
-    ) -> _Output:
-        toolset = self.fabric.toolset
-        assert toolset is not None
-        assert node.tool is not None
-        try:
-            arguments = node.arguments(inputs) if callable(node.arguments) else node.arguments
-            raw = json.dumps(dict(arguments), sort_keys=True, ensure_ascii=False)
-        except Exception as exc:  # the caller's arguments builder is broken: say so, per node
-            return _Output(
-                mode="tool",
-                error=NodeFailed(
-                    f"Tool node {node.id!r}: its arguments could not be built "
-                    f"({type(exc).__name__}: {exc}); fix the arguments function.",
-                    node=node.id,
-                    tool=node.tool,
-                ),
-            )
-        call = ToolCall(node.id if attempt == 1 else f"{node.id}#{attempt}", node.tool, raw)
-        async with self._isolation.slot(call):
-            result = await execute_call(toolset, call)
-        verdict = Verdict(False, result.content, "tool") if result.is_error else None
-        return _Output(result.content, result.value, "tool", tool_result=result, verdict=verdict)

@@ -8,7 +8,9 @@ header                         definition here
 ``CRP-PEF-Batch-Efficiency``   inferences / sequential batched rounds, e.g. ``5.7x``
 ``CRP-PEF-Wall-Clock-Ms``      wall time of the whole run, integer milliseconds
 ``CRP-PEF-Compute-Vs-Naive``   ``model_params × tokens`` over ``baseline.params ×
-                               baseline.tokens``; below 1 the amplified run used less compute
+                               baseline.tokens``, the baseline being a naive single pass of
+                               *the same task* (measured); below 1 the amplified run used
+                               less compute
 =============================  ===============================================================
 
 **Inferences** are engine requests: every consensus sample, repair and planner/composer call
@@ -20,14 +22,22 @@ speculatively while the planner is still streaming shares the planner's round. `
 the highest round of the run, so the budget of §4.1 reads ``rounds ≤ depth + 2``.
 
 **Tokens** are every inference's prompt plus completion tokens as the engine reported them
-(the spec's "params × tokens (in+out)"). The baseline defaults to §3.1's naive 70B pass over
-3000 tokens; pass the model's parameter count to get the figure (``None`` leaves it out).
+(the spec's "params × tokens (in+out)"). The **baseline** is a naive single pass of the same
+task (the task as one prompt, answered in one generation; §7.4 "a naive large-model single
+pass for the same task"): its tokens are measured by running it
+(:func:`harness.fabric.decompose.naive_pass`), its parameter count is the large model's
+(``FabricConfig.baseline_params``, e.g. 70e9; default the run's own model). Without the
+model's parameter count or a measured baseline the compute header is left out.
+
+Beyond the four headers the figures carry **agreement**: how many consensus votes ran, their
+mean agreement (the winner's share of the samples requested) and how many reached no
+consensus (``contested``), and how many engine requests failed.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import ConfigError
@@ -37,17 +47,19 @@ __all__ = ("NaiveBaseline", "PEFFigures")
 
 @dataclass(frozen=True)
 class NaiveBaseline:
-    """The naive alternative: one pass of a ``params``-parameter model over ``tokens`` tokens
-    (input plus output). Default: CRP-SPEC-022 §3.1's 70B model over ~3000 tokens."""
+    """The naive alternative for the same task: one pass of a ``params``-parameter model over
+    ``tokens`` tokens (the task's prompt plus the answer), as measured by running that pass
+    (``engine`` names what ran it)."""
 
-    params: float = 70e9
-    tokens: int = 3000
+    params: float
+    tokens: int
+    engine: str = ""
 
     def __post_init__(self) -> None:
         if not (self.params > 0 and self.tokens > 0):
             raise ConfigError(
                 f"NaiveBaseline needs positive params and tokens, got {self.params:g} and "
-                f"{self.tokens}; e.g. NaiveBaseline(params=70e9, tokens=3000)."
+                f"{self.tokens}; measure it with harness.fabric.decompose.naive_pass."
             )
 
     @property
@@ -72,7 +84,11 @@ class PEFFigures:
     wall_clock_ms: float
     tokens: int = 0
     model_params: float | None = None
-    baseline: NaiveBaseline = field(default_factory=NaiveBaseline)
+    baseline: NaiveBaseline | None = None
+    votes: int = 0
+    agreement: float | None = None
+    contested: int = 0
+    failed_requests: int = 0
 
     @property
     def batch_efficiency(self) -> float:
@@ -87,7 +103,9 @@ class PEFFigures:
     @property
     def compute_vs_naive(self) -> float | None:
         compute = self.compute
-        return None if compute is None else compute / self.baseline.compute
+        if compute is None or self.baseline is None:
+            return None
+        return compute / self.baseline.compute
 
     @property
     def budget_rounds(self) -> int:
@@ -96,7 +114,7 @@ class PEFFigures:
 
     def headers(self) -> dict[str, str]:
         """``{"CRP-PEF-Layers": "4/14", "CRP-PEF-Batch-Efficiency": "5.7x", ...}``; the
-        compute header is left out when ``model_params`` is unknown."""
+        compute header is left out without ``model_params`` or a measured baseline."""
         out = {
             "CRP-PEF-Layers": f"{self.depth}/{self.total}",
             "CRP-PEF-Batch-Efficiency": f"{self.batch_efficiency:.1f}x",
@@ -118,8 +136,12 @@ class PEFFigures:
             "wall_clock_ms": self.wall_clock_ms,
             "tokens": self.tokens,
             "model_params": self.model_params,
-            "baseline_params": self.baseline.params,
-            "baseline_tokens": self.baseline.tokens,
+            "baseline_params": self.baseline.params if self.baseline else None,
+            "baseline_tokens": self.baseline.tokens if self.baseline else None,
             "compute_vs_naive": self.compute_vs_naive,
+            "votes": self.votes,
+            "agreement": self.agreement,
+            "contested": self.contested,
+            "failed_requests": self.failed_requests,
             "headers": self.headers(),
         }

@@ -12,7 +12,10 @@ CRITICAL                      batched consensus, N=5 at 0.3/0.45/0.6/0.75/0.9, *
                               :func:`~harness.fabric.verify.non_empty` if it declares none
 ============================  ===============================================================
 
-Consensus never runs on TRIVIAL or SIMPLE nodes (§4), not even on repair. "High stakes" is the
+Consensus never runs on TRIVIAL or SIMPLE nodes (§4), not even on repair. A vote *agrees*
+when the winning answer has a strict majority of the samples requested (a failed sample counts
+as a dissent), or, with ``GatingPolicy.agreement``, at least that share of them; otherwise the
+node is ``contested`` (see :mod:`harness.fabric.result`). "High stakes" is the
 caller's call: ``Node.high_stakes`` when set, else the policy's ``high_stakes`` function, else
 low. Tool and verify nodes are not gated (they run no model).
 
@@ -28,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.errors import ConfigError
-from harness.fabric.consensus import DEFAULT_TEMPERATURES, Comparator
+from harness.fabric.consensus import DEFAULT_TEMPERATURES, Comparator, Vote
 from harness.fabric.graph import Criticality, Node
 from harness.fabric.verify import Verifier, non_empty
 
@@ -60,8 +63,10 @@ SINGLE = Gate("single")
 class GatingPolicy:
     """The gating table above, with every number configurable.
 
-    ``enabled=False`` runs every node once (a no-ROS baseline). ``same`` is the vote's
-    comparator (default: :func:`~harness.fabric.consensus.equivalent`).
+    ``same`` is the vote's comparator (default: :func:`~harness.fabric.consensus.equivalent`).
+    ``agreement``: the share of the samples requested the winner needs (``None``: a strict
+    majority). Turning consensus off altogether is a mechanism switch
+    (:class:`~harness.fabric.config.Mechanisms`).
     """
 
     consensus_temperatures: tuple[float, ...] = DEFAULT_TEMPERATURES
@@ -69,9 +74,14 @@ class GatingPolicy:
     critical_verifiers: tuple[Verifier, ...] = field(default_factory=lambda: (non_empty(),))
     high_stakes: Callable[[Node], bool] | None = None
     same: Comparator | None = None
-    enabled: bool = True
+    agreement: float | None = None
 
     def __post_init__(self) -> None:
+        if self.agreement is not None and not 0 < self.agreement <= 1:
+            raise ConfigError(
+                f"GatingPolicy.agreement is {self.agreement}; use a share in (0, 1], e.g. 0.6, "
+                "or None for a strict majority."
+            )
         for name in ("consensus_temperatures", "critical_temperatures"):
             temps = getattr(self, name)
             if len(temps) < 2:
@@ -89,7 +99,7 @@ class GatingPolicy:
 
     def gate(self, node: Node) -> Gate:
         """What ``node`` runs on its first attempt."""
-        if node.kind != "llm" or not self.enabled:
+        if node.kind != "llm":
             return SINGLE
         if node.criticality is Criticality.CRITICAL:
             extra = () if node.verifiers else self.critical_verifiers
@@ -104,10 +114,29 @@ class GatingPolicy:
         first = self.gate(node)
         if (
             escalate
-            and self.enabled
             and node.kind == "llm"
             and not first.temperatures
             and node.criticality is Criticality.MODERATE
         ):
             return Gate("consensus", self.consensus_temperatures)
         return first
+
+    def disagreement(self, ballot: Vote, requested: int) -> str | None:
+        """Why ``ballot`` (over the samples that came back, of ``requested``) is no consensus,
+        or ``None`` when it agrees (see the module docstring)."""
+        share = ballot.support / requested
+        if self.agreement is None:
+            if 2 * ballot.support > requested:
+                return None
+            need = "a strict majority"
+        else:
+            if share >= self.agreement - 1e-9:
+                return None
+            need = f"an agreement of {self.agreement:g}"
+        lost = requested - ballot.n
+        failed = f", {lost} failed" if lost else ""
+        return (
+            f"no consensus: {requested} samples{failed}, {len(ballot.groups)} different "
+            f"answer(s), the most common given by {ballot.support} (agreement {share:.2f}; "
+            f"needs {need})"
+        )

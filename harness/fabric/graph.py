@@ -21,32 +21,27 @@ import collections
 import enum
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 from harness.engines.base import Message
 from harness.errors import ConfigError
-
-if TYPE_CHECKING:
-    from harness.fabric.result import NodeResult
-    from harness.fabric.verify import Verdict, Verifier
+from harness.fabric.result import NodeKind, NodeResult
+from harness.fabric.verify import Verdict, Verifier
 
 __all__ = (
     "Criticality",
     "InputsCheck",
     "Node",
-    "NodeKind",
     "TaskGraph",
     "llm_node",
     "tool_node",
     "verify_node",
 )
 
-NodeKind = Literal["llm", "tool", "verify"]
-
 #: The outputs a node consumes, by dependency id.
-Inputs = Mapping[str, "NodeResult"]
+Inputs = Mapping[str, NodeResult]
 #: A verify node's check over its inputs: a verdict or a bool, sync or async.
-InputsCheck = Callable[[Inputs], "Verdict | bool | Awaitable[Verdict | bool]"]
+InputsCheck = Callable[[Inputs], Verdict | bool | Awaitable[Verdict | bool]]
 #: Builds an LLM node's chat from its inputs (replaces the default rendering).
 MessagesFn = Callable[[Inputs], Sequence[Message]]
 #: Builds a tool node's arguments from its inputs.
@@ -84,7 +79,10 @@ class Node:
     done and verified). ``criticality`` and ``high_stakes`` gate consensus for LLM nodes
     (:mod:`harness.fabric.gating`); ``high_stakes=None`` asks the gating policy.
     ``verifiers`` check this node's own output off the critical path; a rejection triggers
-    the repair policy. ``max_tokens`` overrides the run's generation budget for this node.
+    the repair policy. ``max_tokens`` overrides the run's generation budget for this node;
+    ``timeout_s`` bounds the node's whole run (every attempt, its verification and repairs;
+    default: ``FabricConfig.node_timeout_s``): past it the node fails and its requests are
+    cancelled.
     """
 
     id: str
@@ -100,6 +98,7 @@ class Node:
     high_stakes: bool | None = None
     verifiers: tuple[Verifier, ...] = field(default=(), compare=False)
     max_tokens: int | None = None
+    timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
@@ -119,6 +118,11 @@ class Node:
             )
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ConfigError(f"Node {self.id!r} has max_tokens {self.max_tokens}; use 1 or more.")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ConfigError(
+                f"Node {self.id!r} has timeout_s {self.timeout_s}; use a positive number of "
+                "seconds (or None for no timeout)."
+            )
 
 
 def llm_node(
@@ -132,6 +136,7 @@ def llm_node(
     system: str | None = None,
     messages: MessagesFn | None = None,
     max_tokens: int | None = None,
+    timeout_s: float | None = None,
 ) -> Node:
     """One generation: ``prompt`` plus the outputs of ``deps``."""
     return Node(
@@ -145,6 +150,7 @@ def llm_node(
         high_stakes=high_stakes,
         verifiers=tuple(verifiers),
         max_tokens=max_tokens,
+        timeout_s=timeout_s,
     )
 
 
@@ -155,6 +161,7 @@ def tool_node(
     deps: Iterable[str] = (),
     *,
     verifiers: Iterable[Verifier] = (),
+    timeout_s: float | None = None,
 ) -> Node:
     """One tool call; ``arguments`` is a mapping or a function of the inputs."""
     return Node(
@@ -164,12 +171,15 @@ def tool_node(
         tool=tool,
         arguments=arguments if arguments is not None else {},
         verifiers=tuple(verifiers),
+        timeout_s=timeout_s,
     )
 
 
-def verify_node(id: str, check: InputsCheck, deps: Iterable[str]) -> Node:
+def verify_node(
+    id: str, check: InputsCheck, deps: Iterable[str], *, timeout_s: float | None = None
+) -> Node:
     """A deterministic check over the outputs of ``deps`` (fails the node when it rejects)."""
-    return Node(id, "verify", tuple(deps), check=check)
+    return Node(id, "verify", tuple(deps), check=check, timeout_s=timeout_s)
 
 
 class TaskGraph:
@@ -240,8 +250,10 @@ class TaskGraph:
                 f"The task graph has a cycle: {' -> '.join(map(repr, cycle))}; a node cannot "
                 "depend, directly or through others, on itself. Remove one of those dependencies."
             )
-        depth = 1 + max(layer.values(), default=-1)
-        return tuple(tuple(nid for nid in self._nodes if layer[nid] == i) for i in range(depth))
+        grouped: list[list[str]] = [[] for _ in range(1 + max(layer.values(), default=-1))]
+        for nid in self._nodes:
+            grouped[layer[nid]].append(nid)
+        return tuple(map(tuple, grouped))
 
     def _find_cycle(self, stuck: set[str]) -> list[str]:
         """A cycle among the nodes Kahn's algorithm could not order (every one has a stuck dep)."""

@@ -1,331 +1,249 @@
-"""Plans as JSON Lines, speculative decomposition, and the plan-and-execute runner.
+"""Plans: the text a planner writes (one step per line) and the incremental parser that reads it.
 
-**Plan format** (what the planner is asked to write, and what ``--plan FILE`` reads): JSON
-Lines, one node per line, dependencies before the nodes that use them::
+**Plan lines** (what the planner is asked to write), one step per line, dependencies first::
 
-    {"id": "T1", "prompt": "List the components.", "deps": []}
-    {"id": "T2", "prompt": "List the requirements.", "deps": [], "criticality": "trivial"}
+    T1: List the components.
+    T2@trivial: List the requirements.
+    T3<T1,T2@moderate!: Write the security section.
+
+``ID[<DEP,DEP][@CRITICALITY][!]: PROMPT``. The id is letters then a number (``T1``,
+``step12``); ``<`` lists the ids of *earlier* lines whose output the step needs; ``@``
+gives its criticality (trivial / simple / moderate / critical, default simple); ``!`` marks
+it high-stakes. The format is compact on purpose: decoding the plan is on the critical path
+(a step costs ~13–18 tokens of SmolLM2's tokenizer where the same step as JSON costs ~43).
+
+**JSON Lines** plans are read too, line by line (a line that starts with ``{``)::
+
     {"id": "T3", "prompt": "Write the security section.", "deps": ["T1", "T2"],
      "criticality": "moderate", "high_stakes": true}
 
-``id`` and ``prompt`` are required strings; ``deps`` (ids of *earlier* lines, default ``[]``),
-``criticality`` (trivial / simple / moderate / critical, default simple) and ``high_stakes``
-(bool) are optional. Lines that do not start with ``{`` (blank lines, code fences, a model's
-chatter) are ignored. A line that is not a valid node (bad JSON, a missing field, a duplicate
-id, a dependency no earlier line declared) is a *plan problem*: it is recorded, skipped, and
-never fatal for a model-written plan (:func:`parse_plan` with ``strict=True`` raises
-:class:`~harness.errors.ConfigError` instead, for plans a person wrote). Requiring
-dependencies to come first makes cycles impossible and lets a node be scheduled the moment its
-line is complete.
-
-**Streaming extension.** The engine protocol has no streaming; an engine *may* add::
-
-    async def stream(messages, tools, settings) -> AsyncIterator[str | Completion]
-
-yielding text deltas as they are decoded and, last, the whole :class:`Completion` (usage and
-timings). It is detected with ``hasattr(engine, "stream")``; :class:`StreamingEngine` is the
-protocol. :class:`harness.testing.ScriptedEngine` implements it.
-
-**Speculative decomposition** (CRP-SPEC-022 §5). With a streaming engine the runner adds each
-node to the running fabric as soon as its line is complete, so layer-0 nodes start while the
-planner is still decoding the deeper layers; such nodes share the planner's round (see
-:mod:`harness.fabric.figures`). Without streaming the plan is parsed whole after the planner
-call.
-
-**Plan and execute** (:func:`plan_and_execute`): decompose (one planner call) → execute the
-DAG on the fabric → compose (one call over the task and every node's output). If the plan has
-no usable node, the task runs as a single node (and that is reported as a plan problem), so a
-weak planner degrades to one naive pass instead of failing.
+Lines that look like neither (blank lines, code fences, a model's chatter) are ignored. A line
+that looks like a step but is not a valid one (bad JSON, a missing prompt, a duplicate id, a
+dependency no earlier line declared, a line cut off because the planner hit ``max_tokens``)
+is a *lost step*: recorded in ``problems`` and ``lost``, skipped, never fatal for a
+model-written plan (:func:`parse_plan` with ``strict=True`` raises
+:class:`~harness.errors.ConfigError` instead, for plans a person wrote). A run whose plan
+lost steps is not ok (:class:`~harness.fabric.decompose.PlanRun`). Requiring dependencies to
+come first makes cycles impossible and lets a step be scheduled the moment its line is
+complete (speculative decomposition, :mod:`harness.fabric.decompose`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Protocol, runtime_checkable
+import re
+from collections.abc import Sequence
+from typing import Any
 
-from harness._logging import get_logger
-from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolSpec
 from harness.errors import ConfigError
-from harness.fabric.executor import Fabric, FabricConfig
-from harness.fabric.figures import PEFFigures
 from harness.fabric.graph import Criticality, Node, TaskGraph, llm_node
-from harness.fabric.result import FabricResult, NodeResult
-from harness.tools import Toolset
 
-__all__ = (
-    "COMPOSER_SYSTEM",
-    "PLANNER_SYSTEM",
-    "PlanParser",
-    "PlanRun",
-    "StreamingEngine",
-    "compose_messages",
-    "parse_plan",
-    "plan_and_execute",
-    "plan_messages",
-    "plan_to_jsonl",
-)
-
-_log = get_logger("harness.fabric")
+__all__ = ("PLANNER_SYSTEM", "PlanParser", "parse_plan", "plan_to_jsonl", "plan_to_text")
 
 PLANNER_SYSTEM = (
-    "You split a task into small steps that can run in parallel. Write only JSON Lines, one "
-    'step per line: {"id": "T1", "prompt": "<what to do>", "deps": [], "criticality": '
-    '"simple"}. "deps" lists the ids of earlier steps whose output the step needs; steps with '
-    'no deps run first, together. "criticality" is trivial, simple, moderate or critical. '
-    "Write no other text."
+    "You split a task into small steps that can run in parallel. Write one step per line and "
+    "nothing else, as ID<DEPS@CRITICALITY!: what to do. Examples: 'T1: List the components.' "
+    "'T3<T1,T2@moderate!: Write the security section.' DEPS are the ids of earlier steps whose "
+    "output the step needs (leave out '<' when there are none); steps without deps run first, "
+    "together. CRITICALITY is trivial, simple, moderate or critical (leave out '@' for "
+    "simple); '!' marks a high-stakes step."
 )
-
-COMPOSER_SYSTEM = (
-    "You combine the outputs of the steps of a task into one final answer. Use only what the "
-    "steps found; say so if a step failed."
-)
-
-
-@runtime_checkable
-class StreamingEngine(Protocol):
-    """The optional streaming extension of :class:`~harness.engines.base.Engine`."""
-
-    def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        settings: GenerationSettings,
-    ) -> AsyncIterator[str | Completion]: ...
-
 
 _FIELDS = {"id", "prompt", "deps", "criticality", "high_stakes"}
+#: A line that starts like a step: an id with a number, then one of < @ ! :
+_STEPLIKE = re.compile(r"^[A-Za-z_]*\d+[\w.-]*\s*[<@!:]")
+_COMPACT = re.compile(
+    r"""^(?P<id>[A-Za-z_]*\d+[\w.-]*)\s*
+    (?:<\s*(?P<deps>[^@!:]*?))?\s*
+    (?:@\s*(?P<crit>[A-Za-z]+))?\s*
+    (?P<high>!)?\s*:\s*(?P<prompt>.*)$""",
+    re.VERBOSE,
+)
+_BULLET = re.compile(r"^(?:[-*•]\s+|\d+[.)]\s+(?=[A-Za-z_]*\d))")
 
 
 class PlanParser:
-    """Incremental JSON Lines plan parser: :meth:`feed` text as it arrives, get the nodes
-    whose lines completed; :meth:`close` at the end. ``problems`` lists skipped lines."""
+    """Incremental plan parser: :meth:`feed` text as it arrives, get the nodes whose lines
+    completed; :meth:`close` at the end. ``problems`` lists what was skipped or ignored;
+    ``lost`` names the steps (or lines) the plan lost."""
 
     def __init__(self) -> None:
         self._buffer = ""
         self._line = 0
         self.nodes: list[Node] = []
         self.problems: list[str] = []
+        self.lost: list[str] = []
+        self._ids: set[str] = set()
 
     def feed(self, text: str) -> list[Node]:
         self._buffer += text
         *complete, self._buffer = self._buffer.split("\n")
         return [n for n in map(self._parse, complete) if n is not None]
 
-    def close(self) -> list[Node]:
+    def close(self, *, truncated: bool = False) -> list[Node]:
+        """The last line's node, if any. ``truncated``: the planner stopped at its token
+        budget, so the unfinished last line and whatever would have followed are lost."""
         rest, self._buffer = self._buffer, ""
+        if truncated:
+            self._line += 1
+            cut = f" (its last line {rest.strip()[:40]!r} was cut off)" if rest.strip() else ""
+            self._problem(
+                f"the planner stopped at its max_tokens{cut}; the rest of the plan is lost. "
+                "Raise the planner's max_tokens."
+            )
+            self.lost.append("the rest of the plan")
+            return []
         node = self._parse(rest) if rest.strip() else None
         return [node] if node is not None else []
 
     def _problem(self, message: str) -> None:
         self.problems.append(f"plan line {self._line}: {message}")
 
+    def _lose(self, what: str, message: str) -> None:
+        self._problem(message)
+        self.lost.append(what)
+
     def _parse(self, line: str) -> Node | None:
         self._line += 1
-        line = line.strip()
-        if not line.startswith("{"):
+        line = _BULLET.sub("", line.strip().strip("`").strip())
+        if line.startswith("{"):
+            return self._parse_json(line)
+        if _STEPLIKE.match(line):
+            return self._parse_compact(line)
+        return None
+
+    def _parse_compact(self, line: str) -> Node | None:
+        match = _COMPACT.match(line)
+        where = line.split(":", 1)[0].strip()
+        if match is None:
+            self._lose(where, f"{line[:60]!r} is not ID<DEPS@CRITICALITY!: PROMPT; skipped")
             return None
+        deps = [d for d in re.split(r"[,\s]+", match["deps"] or "") if d]
+        return self._node(
+            match["id"],
+            match["prompt"].strip(),
+            deps,
+            match["crit"],
+            True if match["high"] else None,
+        )
+
+    def _parse_json(self, line: str) -> Node | None:
+        where = f"line {self._line}"
         try:
             raw: Any = json.loads(line)
         except json.JSONDecodeError as exc:
-            self._problem(f"not valid JSON ({exc.msg} at char {exc.pos}); line skipped")
+            self._lose(where, f"not valid JSON ({exc.msg} at char {exc.pos}); line skipped")
             return None
         if not isinstance(raw, dict):
-            self._problem("not a JSON object; line skipped")
+            self._lose(where, "not a JSON object; line skipped")
             return None
         node_id, prompt, deps = raw.get("id"), raw.get("prompt"), raw.get("deps", [])
         if not isinstance(node_id, str) or not node_id.strip():
-            self._problem('"id" must be a non-empty string; line skipped')
-            return None
-        if not isinstance(prompt, str) or not prompt.strip():
-            self._problem(f'step {node_id!r}: "prompt" must be a non-empty string; skipped')
+            self._lose(where, '"id" must be a non-empty string; line skipped')
             return None
         if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
-            self._problem(f'step {node_id!r}: "deps" must be a list of ids; skipped')
-            return None
-        known = {n.id for n in self.nodes}
-        if node_id in known:
-            self._problem(f"step {node_id!r} repeats an earlier id; skipped")
-            return None
-        unknown = [d for d in deps if d not in known]
-        if unknown:
-            self._problem(
-                f"step {node_id!r} depends on {', '.join(map(repr, unknown))}, which no earlier "
-                "line declared (or which were skipped); skipped"
-            )
+            self._lose(node_id, f'step {node_id!r}: "deps" must be a list of ids; skipped')
             return None
         high = raw.get("high_stakes")
+        node = self._node(
+            node_id,
+            prompt if isinstance(prompt, str) else "",
+            deps,
+            raw.get("criticality"),
+            high if isinstance(high, bool) else None,
+        )
+        extra = sorted(set(raw) - _FIELDS)
+        if node is not None and extra:
+            self._problem(f"step {node_id!r}: ignored unknown field(s) {', '.join(extra)}")
+        return node
+
+    def _node(
+        self,
+        node_id: str,
+        prompt: str,
+        deps: Sequence[str],
+        criticality: Any,
+        high_stakes: bool | None,
+    ) -> Node | None:
+        if not prompt.strip():
+            self._lose(node_id, f"step {node_id!r} has no prompt; skipped")
+            return None
+        if node_id in self._ids:
+            self._lose(node_id, f"step {node_id!r} repeats an earlier id; skipped")
+            return None
+        unknown = [d for d in deps if d not in self._ids]
+        if unknown:
+            self._lose(
+                node_id,
+                f"step {node_id!r} depends on {', '.join(map(repr, unknown))}, which no earlier "
+                "line declared (or which were skipped); skipped",
+            )
+            return None
         try:
             node = llm_node(
                 node_id,
                 prompt,
                 dict.fromkeys(deps),
-                criticality=raw.get("criticality", Criticality.SIMPLE),
-                high_stakes=high if isinstance(high, bool) else None,
+                criticality=criticality or Criticality.SIMPLE,
+                high_stakes=high_stakes,
             )
         except ConfigError as exc:
-            self._problem(f"{exc.message} Line skipped.")
+            self._lose(node_id, f"{exc.message} Line skipped.")
             return None
-        extra = sorted(set(raw) - _FIELDS)
-        if extra:
-            self._problem(f"step {node_id!r}: ignored unknown field(s) {', '.join(extra)}")
+        self._ids.add(node_id)
         self.nodes.append(node)
         return node
 
 
 def parse_plan(text: str, *, strict: bool = False) -> tuple[list[Node], list[str]]:
-    """All nodes of a JSON Lines plan, and its problems; ``strict`` raises ConfigError on any
-    problem instead (for plans written by a person)."""
+    """All nodes of a plan (plan lines or JSON Lines), and its problems; ``strict`` raises
+    ConfigError on any problem instead (for plans written by a person)."""
     parser = PlanParser()
     nodes = parser.feed(text) + parser.close()
     if strict and parser.problems:
         raise ConfigError(
             f"The plan has {len(parser.problems)} problem(s): {'; '.join(parser.problems)}. "
-            'Write one JSON object per line: {"id": ..., "prompt": ..., "deps": [...]}.'
+            "Write one step per line: 'T2<T1@moderate!: what to do' (or JSON Lines: "
+            '{"id": ..., "prompt": ..., "deps": [...]}).'
         )
     return nodes, parser.problems
 
 
-def plan_to_jsonl(graph: TaskGraph | Sequence[Node]) -> str:
-    """The JSON Lines plan of a graph of LLM nodes (in topological order)."""
+def _topological(graph: TaskGraph | Sequence[Node]) -> list[Node]:
     if not isinstance(graph, TaskGraph):
         graph = TaskGraph(graph)
+    return [graph[node_id] for layer in graph.layers for node_id in layer]
+
+
+def plan_to_text(graph: TaskGraph | Sequence[Node]) -> str:
+    """The plan lines of a graph of LLM nodes (in topological order); ids must be letters
+    then a number, prompts one line."""
     lines = []
-    for layer in graph.layers:
-        for node_id in layer:
-            node = graph[node_id]
-            entry: dict[str, Any] = {"id": node.id, "prompt": node.prompt, "deps": list(node.deps)}
-            if node.criticality is not Criticality.SIMPLE:
-                entry["criticality"] = node.criticality.value
-            if node.high_stakes is not None:
-                entry["high_stakes"] = node.high_stakes
-            lines.append(json.dumps(entry, ensure_ascii=False))
+    for node in _topological(graph):
+        if not _STEPLIKE.match(node.id + ":") or "\n" in node.prompt:
+            raise ConfigError(
+                f"Node {node.id!r} cannot be written as a plan line (ids are letters then a "
+                "number, prompts one line); use plan_to_jsonl."
+            )
+        head = node.id
+        if node.deps:
+            head += "<" + ",".join(node.deps)
+        if node.criticality is not Criticality.SIMPLE:
+            head += "@" + node.criticality.value
+        if node.high_stakes:
+            head += "!"
+        lines.append(f"{head}: {node.prompt}")
     return "\n".join(lines) + "\n"
 
 
-def plan_messages(task: str) -> list[Message]:
-    return [
-        {"role": "system", "content": PLANNER_SYSTEM},
-        {"role": "user", "content": f"Task: {task}"},
-    ]
-
-
-def compose_messages(task: str, results: Mapping[str, NodeResult]) -> list[Message]:
-    shown = []
-    for node_id, result in results.items():
-        if result.ok:
-            shown.append(f"[{node_id}] {result.text.strip()}")
-        else:
-            shown.append(f"[{node_id}] ({result.status}: {result.error})")
-    body = f"Task: {task}\n\nStep outputs:\n" + "\n".join(shown) + "\n\nWrite the final answer."
-    return [{"role": "system", "content": COMPOSER_SYSTEM}, {"role": "user", "content": body}]
-
-
-@dataclass(frozen=True)
-class PlanRun:
-    """A plan-and-execute run: the plan (text, problems), ``speculative``: the nodes that
-    started before the plan had finished (speculative decomposition), the fabric's result, the answer and the run's figures
-    (planner and composer included in inferences, rounds and wall time)."""
-
-    task: str
-    plan_text: str
-    problems: tuple[str, ...]
-    speculative: tuple[str, ...]
-    fabric: FabricResult
-    planner: Completion
-    composer: Completion
-    figures: PEFFigures
-
-    @property
-    def answer(self) -> str:
-        return self.composer.content or ""
-
-    @property
-    def ok(self) -> bool:
-        return self.fabric.ok
-
-
-async def plan_and_execute(
-    engine: Engine,
-    task: str,
-    *,
-    toolset: Toolset | None = None,
-    config: FabricConfig | None = None,
-    plan: str | None = None,
-    planner_settings: GenerationSettings | None = None,
-    composer_settings: GenerationSettings | None = None,
-    speculative: bool = True,
-) -> PlanRun:
-    """Decompose ``task``, run the plan on the fabric, compose the answer (module docstring).
-
-    ``plan`` forces the planner's output to that text (the gold-plan policy: the engine still
-    prefills and decodes every token of it, as with the loop's gold calls). ``speculative``
-    streams the plan and starts nodes as their lines complete when the engine can stream.
-    """
-    fabric = Fabric(engine, toolset=toolset, config=config)
-    base = fabric.config.settings
-    settings = planner_settings or replace(base, max_tokens=max(base.max_tokens, 512))
-    if plan is not None:
-        settings = replace(settings, forced=(), forced_answer=plan)
-    parser = PlanParser()
-    started = time.monotonic()
-    plan_done = started
-    async with fabric.open() as run:
-        messages = plan_messages(task)
-        streamer = getattr(engine, "stream", None) if speculative else None
-        if streamer is not None:
-            chunks: list[str] = []
-            final: Completion | None = None
-            async with contextlib.aclosing(streamer(messages, [], settings)) as deltas:
-                async for delta in deltas:
-                    if isinstance(delta, Completion):
-                        final = delta
-                        continue
-                    chunks.append(delta)
-                    for node in parser.feed(delta):
-                        run.add(node, after_round=0, speculative=True)
-            plan_done = time.monotonic()
-            planner = final or Completion("".join(chunks))
-            late = parser.close()
-        else:
-            planner = await engine.generate(messages, [], settings)
-            plan_done = time.monotonic()
-            late = parser.feed(planner.content or "") + parser.close()
-        run.record("planner", 1, planner.usage)
-        for node in late:
-            run.add(node, after_round=1)
-        if not parser.nodes:
-            parser.problems.append("the plan had no usable step; the task ran as one step")
-            run.add(llm_node("T1", task), after_round=1)
-    result = run.result
-    assert result is not None
-    compose_round = 1 + max((i.round for i in run.inferences), default=0)
-    composer = await engine.generate(
-        compose_messages(task, result.nodes), [], composer_settings or base
-    )
-    run.record("composer", compose_round, composer.usage)
-    figures = run.figures(wall_clock_ms=(time.monotonic() - started) * 1000)
-    early = tuple(n for n, r in result.nodes.items() if 0 < r.started < plan_done)
-    _log.info(
-        "fabric.plan_run",
-        nodes=len(result.nodes),
-        failed=list(result.failed),
-        problems=len(parser.problems),
-        speculative=list(early),
-        inferences=figures.inferences,
-        rounds=figures.rounds,
-        **figures.headers(),
-    )
-    return PlanRun(
-        task,
-        planner.content or "",
-        tuple(parser.problems),
-        early,
-        result,
-        planner,
-        composer,
-        figures,
-    )
+def plan_to_jsonl(graph: TaskGraph | Sequence[Node]) -> str:
+    """The JSON Lines plan of a graph of LLM nodes (in topological order)."""
+    lines = []
+    for node in _topological(graph):
+        entry: dict[str, Any] = {"id": node.id, "prompt": node.prompt, "deps": list(node.deps)}
+        if node.criticality is not Criticality.SIMPLE:
+            entry["criticality"] = node.criticality.value
+        if node.high_stakes is not None:
+            entry["high_stakes"] = node.high_stakes
+        lines.append(json.dumps(entry, ensure_ascii=False))
+    return "\n".join(lines) + "\n"
