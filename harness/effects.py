@@ -424,9 +424,12 @@ class Effect:
         ``openWorldHint``) onto an effect, with MCP's defaults for missing hints. Harness
         extension keys ``writeTargets``, ``readTargets`` (template or list of templates) and
         ``canonical`` (fold steps, e.g. ``"case+nfkc"``, or ``{argument: steps}``) and
-        ``acceptsIdempotencyKey`` are honoured too."""
+        ``acceptsIdempotencyKey`` are honoured too. Keys may come in either spelling: the
+        protocol's camelCase or the snake_case of the SDK's ``model_dump()``."""
         if not annotations:
             return cls.worst_case()
+        # The MCP SDK's models dump snake_case (``read_only_hint``); the wire says camelCase.
+        annotations = {_camel(key): value for key, value in annotations.items()}
         read_only = bool(annotations.get("readOnlyHint", False))
         targets = annotations.get("writeTargets")
         return cls(
@@ -561,3 +564,9 @@ def _expand(template: str, arguments: Mapping[str, Any]) -> list[str]:
         template.format_map(dict(zip(unique, combo, strict=True)))
         for combo in itertools.product(*choices)
     ]
+
+
+def _camel(key: str) -> str:
+    """``read_only_hint`` -> ``readOnlyHint``; a camelCase key is returned unchanged."""
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)

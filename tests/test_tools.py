@@ -603,3 +603,26 @@ def test_an_mcp_extension_key_declares_that_a_tool_accepts_idempotency_keys():
 
     assert Effect.from_mcp({"acceptsIdempotencyKey": True}).accepts_idempotency_key
     assert not Effect.from_mcp({"idempotentHint": True}).accepts_idempotency_key
+
+
+def test_mcp_annotations_in_the_sdks_snake_case_map_like_the_protocols_camel_case() -> None:
+    camel = {
+        "readOnlyHint": False,
+        "idempotentHint": True,
+        "destructiveHint": False,
+        "openWorldHint": False,
+        "writeTargets": "doc:{key}",
+    }
+    snake = {
+        "read_only_hint": False,
+        "idempotent_hint": True,
+        "destructive_hint": False,
+        "open_world_hint": False,
+        "write_targets": "doc:{key}",
+    }
+    effect = Effect.from_mcp(snake)
+    assert effect == Effect.from_mcp(camel)
+    assert effect.idempotent
+    assert not effect.destructive
+    assert not effect.open_world
+    assert effect.targets({"key": "a"}) == Effect.from_mcp(camel).targets({"key": "a"})
