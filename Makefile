@@ -64,6 +64,7 @@ test-minimal:
 	cp -r tests pyproject.toml README.md $(MINIMAL)/run/
 	if [ -d docs ]; then cp -r docs $(MINIMAL)/run/; fi
 	cd $(MINIMAL)/run && ../venv/bin/python -m pytest -m "not engine" -p no:cacheprovider
+
 docs: setup
 	$(MKDOCS)
 

@@ -103,12 +103,12 @@ class BFCLDataError(ConfigError):
 def _data_root(package: str) -> Traversable:
     try:
         root = importlib.resources.files(package)
-    except ModuleNotFoundError:
+    except ModuleNotFoundError as exc:  # chained: a traceback names the missing module
         raise BFCLDataError(
             f"The BFCL data comes from the PyPI package bfcl-eval, and Python package "
             f"{package!r} is not installed; install it with `{INSTALL_HINT}` (only its data "
             "files are used, so --no-deps is enough)."
-        ) from None
+        ) from exc
     data = root / "data"
     if not data.is_dir():
         raise BFCLDataError(
