@@ -1,0 +1,294 @@
+"""Arm F with the client as the tool executor: one request of a client's loop.
+
+The proxy runs the loop's own arm F (:class:`~harness.loop.flattened.FlattenedArm` over
+:class:`~harness.window.Windows` and the detector's tracker, on a
+:class:`~harness.loop.state.RunState`) on the client's (serial) history. Where the loop would
+run calls — :meth:`~harness.loop.state.RunState.reveal` of a closed window,
+:meth:`~harness.loop.state.RunState.run_serial` of a call that did not certify — the proxy
+hands them to the client instead (:class:`ClientHandoff`) and the request ends: a window goes
+back as one message with parallel calls, a serial call as the upstream's own reply. The next
+request carries their results; :mod:`harness.proxy.restore` puts them back in serial form,
+:func:`replay_history` brings the tracker to the same phase position, and the arm goes on
+from there: the absorb turn, exactly as in the loop.
+
+The one difference from the loop is where a request ends: a call the window's closing
+generated that did not join it (the loop keeps it and handles it after the absorb) is
+returned in :attr:`Outcome.remainder`, for the bounded store, and handled first on the
+next request (:func:`answer`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from harness.calls import ToolResult
+from harness.certify import Detector
+from harness.engines.base import Completion, Engine, Message, ToolCall, ToolSpec
+from harness.errors import ConfigError
+from harness.ledger import Ledger
+from harness.loop.config import LoopConfig
+from harness.loop.flattened import FlattenedArm
+from harness.loop.policy import POLICIES
+from harness.loop.state import RunState
+from harness.loop.transcript import Transcript
+from harness.manifest import Skill
+from harness.provenance import TurnView
+from harness.task import Task
+from harness.tools import Toolset
+from harness.window import Step, Window, Windows
+
+__all__ = (
+    "ClientExecutor",
+    "ClientHandoff",
+    "Outcome",
+    "ProxyArm",
+    "ProxyState",
+    "answer",
+    "replay_history",
+)
+
+
+class ClientHandoff(Exception):
+    """The calls the client must run now: a closed ``window``, or one serial call."""
+
+    def __init__(self, calls: Sequence[ToolCall], window: Window | None) -> None:
+        super().__init__(f"{len(calls)} call(s) handed to the client")
+        self.calls = tuple(calls)
+        self.window = window
+
+
+class ClientExecutor:
+    """The proxy's executor: the client runs every call. The state hands calls off before any
+    would reach ``execute``, so reaching it is a bug, said plainly."""
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        raise ConfigError(
+            f"Call {call.id} ({call.name}) would run inside the proxy; the proxy's calls run at "
+            "the client. This is a bug in harness.proxy: please report it."
+        )
+
+
+class _ClientTranscript(Transcript):
+    """The client's (restored, serial) history as the run's transcript."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self.messages = list(messages)
+        self._result_at = {
+            str(m.get("tool_call_id")): i
+            for i, m in enumerate(self.messages)
+            if m.get("role") == "tool"
+        }
+
+
+class ProxyState(RunState):
+    """A :class:`RunState` over the client's history whose calls run at the client."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        toolset: Toolset,
+        specs: Sequence[ToolSpec],
+        messages: Sequence[Message],
+        config: LoopConfig,
+        skill: Skill | None,
+        inputs: dict[str, object],
+        ledger: Ledger,
+        run_id: str,
+        *,
+        detector_name: str,
+    ) -> None:
+        task = Task(id=run_id, prompt="", skill=skill.name if skill else None, inputs=inputs)
+        super().__init__(
+            engine,
+            toolset,
+            ClientExecutor(),
+            task,
+            config,
+            skill,
+            ledger,
+            run_id,
+            detector_name=detector_name,
+            policy=POLICIES["model"](),
+        )
+        self.transcript = _ClientTranscript(messages)
+        self.specs = list(specs)  # the client's own specs, byte for byte
+        self.completions: list[Completion] = []
+
+    def _renumber(self, completion: Completion) -> Completion:
+        """Keep the upstream's call ids: the serial transcript is the client's, and its ids
+        must stay what the upstream gave (pass-through returns them untouched)."""
+        for call in completion.tool_calls:
+            self._emitted_turn[call.id] = self.turn
+        return completion
+
+    def took_turn(
+        self, completion: Completion, purpose: str, started: float, *, window_open: bool = False
+    ) -> Completion:
+        completion = super().took_turn(completion, purpose, started, window_open=window_open)
+        self.completions.append(completion)
+        return completion
+
+    async def run_serial(self, call: ToolCall) -> None:
+        raise ClientHandoff((call,), None)
+
+    async def reveal(self, window: Window) -> None:
+        raise ClientHandoff(tuple(window.calls), window)
+
+
+class _RecordingWindows(Windows):
+    """:class:`Windows` that remembers the last admission (the proxy needs to know what the
+    call that closed a window was going to do)."""
+
+    last: tuple[ToolCall, Step] | None = None
+
+    def admit(self, call: ToolCall, view: TurnView | None = None) -> Step:
+        step = super().admit(call, view)
+        self.last = (call, step)
+        return step
+
+
+class ProxyArm(FlattenedArm):
+    """Arm F on a :class:`ProxyState` (calls at close, never eager: the client runs them)."""
+
+    def __init__(self, state: ProxyState, detector: Detector) -> None:
+        super().__init__(state, detector, None)  # type: ignore[arg-type]  # no eager group
+        self.recording = _RecordingWindows(self.windows.tracker, self._open)
+        self.windows = self.recording
+        self.contents: dict[str, str | None] = {}
+        self.reply: tuple[ToolCall, ...] = ()
+
+    async def handle(self, completion: Completion) -> bool:
+        self.reply = completion.tool_calls
+        self.recording.last = None
+        return await super().handle(completion)
+
+    async def _admit(self, call: ToolCall, completion: Completion, view: TurnView) -> None:
+        self.contents[call.id] = completion.content
+        await super()._admit(call, completion, view)
+
+
+def replay_history(
+    arm: ProxyArm, messages: Sequence[Message], windows: Sequence[Sequence[str]]
+) -> None:
+    """Bring the arm's tracker to the phase position the history's calls leave it in: every
+    call admitted in order, the history's windows (``windows``: their call ids) as windows,
+    every other call on its own. Nothing runs and nothing is recorded."""
+    window_of = {call_id: i for i, ids in enumerate(windows) for call_id in ids}
+    last = {ids[-1] for ids in windows if ids}
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for raw in message.get("tool_calls") or ():
+            if not isinstance(raw, dict):
+                continue
+            call = ToolCall.from_openai(raw)
+            if call.id not in window_of:
+                arm.windows.close("history")
+            arm.windows.admit(call)
+            if call.id not in window_of or call.id in last:
+                arm.windows.close("history")
+    arm.windows.close("history")
+    arm.recording.last = None
+
+
+@dataclass
+class Outcome:
+    """What one request produced.
+
+    ``kind``: ``answer`` (``completion`` is the final reply), ``calls`` (one serial call the
+    upstream emitted, returned as it came), ``window`` (a closed window's calls, to return as
+    one message). ``remainder``: calls generated after the window closed, to handle first on
+    the next request (with their reply's text ``remainder_content``); ``contents``: each
+    window call's assistant text."""
+
+    kind: Literal["answer", "calls", "window"]
+    completions: list[Completion]
+    completion: Completion | None = None
+    calls: tuple[ToolCall, ...] = ()
+    window: Window | None = None
+    contents: tuple[str | None, ...] = ()
+    content: str | None = None
+    remainder: tuple[ToolCall, ...] = ()
+    remainder_content: str | None = None
+    discards: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+async def answer(
+    state: ProxyState,
+    arm: ProxyArm,
+    remainder: Sequence[ToolCall] = (),
+    remainder_content: str | None = None,
+) -> Outcome:
+    """Drive arm F on ``state`` until the client must act: a final answer, a serial call or a
+    closed window. ``remainder``: calls left from the last window's closing, handled first."""
+    try:
+        if remainder:
+            carried = Completion(remainder_content, tuple(remainder), finish_reason="tool_calls")
+            arm.reply = carried.tool_calls
+            view = arm._view()
+            for call in remainder:
+                await arm._admit(call, carried, view)
+        while True:
+            completion = await state.generate(arm.settings(), window_open=arm.window_open)
+            if await arm.handle(completion):
+                return Outcome(
+                    "answer",
+                    state.completions,
+                    completion,
+                    discards=state.count.discards,
+                )
+    except ClientHandoff as handoff:
+        return _handed_off(state, arm, handoff)
+
+
+def _handed_off(state: ProxyState, arm: ProxyArm, handoff: ClientHandoff) -> Outcome:
+    if handoff.window is None:
+        (call,) = handoff.calls
+        rest = _after(arm.reply, call)
+        return Outcome(
+            "calls",
+            state.completions,
+            state.completions[-1] if state.completions else None,
+            calls=handoff.calls,
+            content=arm.contents.get(call.id),
+            remainder=rest,
+            remainder_content=arm.contents.get(call.id),
+            discards=state.count.discards,
+        )
+    window = handoff.window
+    remainder: tuple[ToolCall, ...] = ()
+    last = arm.recording.last
+    discards = state.count.discards
+    if last is not None:
+        call, step = last
+        if call in window.calls:  # it completed the window: what follows it is left
+            remainder = _after(arm.reply, call)
+        elif step.admission.action == "discard":  # generated without a result it needed
+            remainder = _after(arm.reply, call)
+            discards += 1
+        else:  # it closed the window by not joining: the loop handles it after the absorb
+            remainder = (call, *_after(arm.reply, call))
+    else:  # a final answer (or a cut-off reply) closed the window: regenerated after absorb
+        discards += 1
+    contents = tuple(arm.contents.get(c.id) for c in window.calls)
+    return Outcome(
+        "window",
+        state.completions,
+        state.completions[-1] if state.completions else None,
+        calls=handoff.calls,
+        window=window,
+        contents=contents,
+        remainder=remainder,
+        remainder_content=arm.contents.get(remainder[0].id) if remainder else None,
+        discards=discards,
+    )
+
+
+def _after(reply: Sequence[ToolCall], call: ToolCall) -> tuple[ToolCall, ...]:
+    for i, item in enumerate(reply):
+        if item.id == call.id:
+            return tuple(reply[i + 1 :])
+    return ()
