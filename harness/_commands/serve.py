@@ -1,0 +1,182 @@
+"""``harness serve``: the OpenAI-compatible flattening proxy under uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+from harness._commands._signals import until_signalled
+from harness.engines.base import Engine
+from harness.errors import ConfigError
+
+__all__ = ("register", "run")
+
+DESCRIPTION = """\
+Serve POST /v1/chat/completions (and GET /v1/models, GET /health) for an unmodified agent loop:
+point its base_url at the printed URL. When the model's reply is a call the certifier admits
+into a window (--effects, --manifest), the proxy keeps generating until the window closes and
+returns the whole window as one assistant message with parallel tool_calls; the client runs
+them and sends the results back, and the proxy restores the serial form before the absorb
+turn. Everything else passes through (arm S). Upstream: the embedded vLLM engine (default) or
+OpenAI-compatible servers (--upstream). Binds to loopback unless --api-key is set.
+"""
+
+EPILOG = """\
+examples:
+  harness serve --effects effects.toml --manifest skills.toml
+  harness serve --port 0 --ledger proxy.jsonl      # a free port; prints {"url": ...}
+  harness serve --upstream http://127.0.0.1:8001/v1 --upstream http://127.0.0.1:8002/v1
+  HARNESS_API_KEY=... harness serve --host 0.0.0.0 --effects effects.toml
+per request: header X-Harness-Skill / X-Harness-Inputs (JSON), or the body's
+harness_skill / harness_inputs (the OpenAI SDK's extra_body); X-Harness-Arm: S passes through.
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "serve",
+        help="serve an OpenAI-compatible proxy that flattens certified windows (arm F)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)"
+    )
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        help="clients must send 'Authorization: Bearer KEY' (default $HARNESS_API_KEY); "
+        "required for a non-loopback --host",
+    )
+    parser.add_argument(
+        "--effects", metavar="FILE", help="effects file (TOML or JSON): per tool name "
+        "read_only, idempotent, destructive, write/read target templates, canonical",
+    )  # fmt: skip
+    parser.add_argument(
+        "--manifest", metavar="FILE", help="skill manifest (TOML); one skill = the default"
+    )
+    parser.add_argument(
+        "--ledger", metavar="FILE", help="append every turn, call and window (JSONL)"
+    )
+    parser.add_argument(
+        "--detector",
+        choices=("schema_sound", "phase_heuristic"),
+        default="schema_sound",
+        help="the certifier (default schema_sound; phase_heuristic can false-fill)",
+    )
+    parser.add_argument("--max-window", type=int, default=16, help="most calls in one window")
+    parser.add_argument(
+        "--max-body-bytes", type=int, default=4 * 1024 * 1024, help="request body limit"
+    )
+    parser.add_argument("--max-messages", type=int, default=2048, help="messages per request limit")
+    group = parser.add_argument_group("upstream")
+    group.add_argument(
+        "--upstream",
+        action="append",
+        metavar="URL",
+        default=None,
+        help="an OpenAI-compatible server's base URL instead of the embedded engine; repeat "
+        "it (or separate with commas) for replicas, routed prefix-affine",
+    )
+    group.add_argument(
+        "--model",
+        metavar="PATH_OR_NAME",
+        default=None,
+        help="embedded engine: a local Hugging Face model folder (default: the packaged "
+        "SmolLM2-135M-Instruct); with --upstream: the served model name",
+    )
+    group.add_argument(
+        "--routing",
+        choices=("affine", "round_robin"),
+        default="affine",
+        help="several --upstream: affine (default) or round_robin",
+    )
+    group.add_argument(
+        "--upstream-key-env",
+        metavar="VAR",
+        default="OPENAI_API_KEY",
+        help="environment variable holding the upstream's bearer token (default "
+        "OPENAI_API_KEY; never echoed)",
+    )
+    group.add_argument(
+        "--tool-format",
+        choices=("openai", "harness"),
+        default="openai",
+        help="with --upstream: openai (the server parses tool calls) or harness (tools in the "
+        "system prompt, as the embedded engine does; for models without tool syntax)",
+    )
+    parser.set_defaults(func=run)
+
+
+@asynccontextmanager
+async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[Engine]:
+    if args.upstream:
+        from harness.engines.openai_http import OpenAIHTTPEngine
+
+        async with OpenAIHTTPEngine(
+            args.upstream,
+            args.model or "default",
+            api_key=key or "",
+            routing=args.routing,
+            tool_format=args.tool_format,
+        ) as http:
+            yield http
+        return
+    from harness.engines.vllm import open_default_engine
+
+    async with open_default_engine(args.model) as engine:
+        yield engine
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.ledger import Ledger
+    from harness.manifest import load_manifest
+    from harness.proxy import ProxyConfig, build_app, load_effects
+    from harness.proxy.serve import check_bind, serve
+
+    api_key = args.api_key or os.environ.get("HARNESS_API_KEY") or None
+    check_bind(args.host, api_key)
+    if args.port < 0 or args.port > 65535:
+        raise ConfigError(f"--port must be 0-65535, got {args.port}.")
+    effects = load_effects(args.effects) if args.effects else {}
+    manifest = load_manifest(args.manifest) if args.manifest else None
+    upstream_key = os.environ.get(args.upstream_key_env) or None
+    label = ", ".join(args.upstream) if args.upstream else "the embedded engine"
+    config = ProxyConfig(
+        effects=effects,
+        manifest=manifest,
+        detector=args.detector,
+        max_window=args.max_window,
+        api_key=api_key,
+        max_body_bytes=args.max_body_bytes,
+        max_messages=args.max_messages,
+        secrets_to_hide=tuple(k for k in (upstream_key, api_key) if k),
+        model=args.model or "harness",
+        upstream=label,
+    )
+    ledger = Ledger(args.ledger, log=False) if args.ledger else None
+
+    def listening(url: str) -> None:
+        print(json.dumps({"url": url, "pid": os.getpid(), "upstream": label}), flush=True)
+        print(f"harness serve: listening on {url} (upstream: {label})", file=sys.stderr)
+
+    async def go() -> None:
+        async with _engine(args, upstream_key) as engine:
+            await serve(
+                build_app(engine, config, ledger=ledger), args.host, args.port, on_listen=listening
+            )
+
+    try:
+        anyio.run(until_signalled, go, "the proxy stopped; nothing to resume.")
+    finally:
+        if ledger is not None:
+            ledger.close()
+    return 0

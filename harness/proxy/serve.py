@@ -1,0 +1,81 @@
+"""The served deployment: the proxy app under uvicorn on a socket.
+
+:func:`check_bind` refuses a bind that is not loopback unless an API key is set (a proxy
+that anyone on the network can use to spend your engine is a server, and is secured like
+one). :func:`serve` binds the socket first (so ``port=0`` gets a free port the caller learns
+through ``on_listen``) and serves until cancelled; uvicorn's own signal handling is off, the
+caller's structured cancellation stops it (``harness serve`` uses SIGINT/SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from harness.errors import ConfigError
+
+__all__ = ("check_bind", "is_loopback", "serve")
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, api_key: str | None) -> None:
+    """A non-loopback ``host`` needs ``api_key`` (see the module docstring)."""
+    if not is_loopback(host) and not api_key:
+        raise ConfigError(
+            f"Binding to {host!r} exposes the proxy beyond this machine; set an API key "
+            "(--api-key or $HARNESS_API_KEY) or bind to 127.0.0.1."
+        )
+
+
+async def serve(
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    on_listen: Callable[[str], None] | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve ``app`` on ``host:port`` until cancelled; ``on_listen(base_url)`` once bound."""
+    try:
+        import uvicorn
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ConfigError(
+            "harness serve needs uvicorn: pip install 'agent-harness[serve]'."
+        ) from exc
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:  # the caller owns the signals
+            yield
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"Cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port."
+        ) from None
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level=log_level, lifespan="off", access_log=False)
+    server = _Server(config)
+    if on_listen is not None:
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        on_listen(f"http://{shown}:{bound}/v1")
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        sock.close()

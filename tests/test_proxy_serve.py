@@ -1,0 +1,68 @@
+"""Claims about `harness serve` as a real process on loopback (no engine: an upstream that is
+down), and about its bind check."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from harness.errors import ConfigError
+from harness.proxy.serve import check_bind, is_loopback
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_loopback_binds_need_no_key_and_others_do() -> None:
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("::1")
+    assert is_loopback("localhost")
+    check_bind("127.0.0.1", None)
+    check_bind("0.0.0.0", "key")
+    with pytest.raises(ConfigError, match="API key"):
+        check_bind("0.0.0.0", None)
+
+
+def test_harness_serve_listens_on_loopback_and_says_which_upstream_is_down() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-never-shown"}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from harness.cli import main; raise SystemExit(main())",
+            "serve",
+            "--port",
+            "0",
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        url = json.loads(line)["url"]
+        assert url.startswith("http://127.0.0.1:")
+        with httpx.Client(base_url=url, timeout=60) as client:
+            assert client.get("/health").json()["status"] == "ok"
+            response = client.post(
+                "/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            )
+        assert response.status_code == 502
+        assert "http://127.0.0.1:9/v1" in response.json()["error"]["message"]
+        assert "sk-never-shown" not in response.text
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 143, err
+    assert "sk-never-shown" not in err
