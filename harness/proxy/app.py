@@ -26,13 +26,14 @@ from __future__ import annotations
 import hmac
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.certify import make_detector
 from harness.effects import Effect
-from harness.engines.base import Completion, Engine, Message, ToolCall, Usage
+from harness.engines.base import Completion, Engine, Message, ToolCall, ToolSpec, Usage
 from harness.engines.router import conversation_key
 from harness.errors import ConfigError, EngineError, HarnessError
 from harness.ledger import CallRecord, Ledger, WindowRecord
@@ -51,6 +52,7 @@ from harness.proxy.protocol import (
 )
 from harness.proxy.restore import Restoration, restore_serial
 from harness.proxy.store import Pending, WindowStore
+from harness.tools import Toolset
 
 try:
     from starlette.applications import Starlette
@@ -67,6 +69,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 __all__ = ("ProxyConfig", "ProxyService", "build_app")
+
+#: Distinct tool lists whose toolsets are kept built.
+_TOOLSETS_KEPT = 64
 
 
 @dataclass
@@ -107,6 +112,7 @@ class ProxyService:
         self.ids = CallIds(config.secret)
         self.store = WindowStore(config.store_capacity)
         self.detector = make_detector(config.detector, max_window=config.max_window)
+        self._toolsets: OrderedDict[str, Toolset] = OrderedDict()
         #: Seconds spent in the proxy itself per request (everything but upstream generation).
         self.overheads: list[float] = []
 
@@ -134,6 +140,24 @@ class ProxyService:
                 param="harness_skill",
             )
         return manifest.skills[name]
+
+    def _toolset(self, specs: list[ToolSpec]) -> Toolset:
+        """The request's tools with the configured effects, built once per distinct tool list
+        (checking JSON schemas costs milliseconds per tool; clients resend the same tools
+        every turn)."""
+        key = json.dumps(specs, sort_keys=True, default=str)
+        toolset = self._toolsets.get(key)
+        if toolset is None:
+            try:
+                toolset = toolset_for(specs, self.config.effects)
+            except (ConfigError, HarnessError) as exc:
+                raise BadRequest(str(exc), param="tools") from None
+            self._toolsets[key] = toolset
+            while len(self._toolsets) > _TOOLSETS_KEPT:
+                self._toolsets.popitem(last=False)
+        else:
+            self._toolsets.move_to_end(key)
+        return toolset
 
     @staticmethod
     def _inputs(request: ChatRequest, header: str | None) -> dict[str, Any]:
@@ -163,10 +187,7 @@ class ProxyService:
             )
         if request.parallel_tool_calls or not request.tools:
             arm = "S"
-        try:
-            toolset = toolset_for(request.tools, self.config.effects)
-        except (ConfigError, HarnessError) as exc:
-            raise BadRequest(str(exc), param="tools") from None
+        toolset = self._toolset(request.tools)
         if skill is not None:
             missing = sorted({t for p in skill.phases for t in p.tools} - set(toolset))
             if missing and arm == "F":

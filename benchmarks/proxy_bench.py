@@ -1,0 +1,440 @@
+"""The proxy benchmark: an unmodified OpenAI-SDK agent loop through the flattening proxy.
+
+On the embedded engine, for workspace fan-out tasks of window size n = 2, 6, 10 with tool
+latency L (default 0.5 s), it runs the same task four ways and reports wall time, client
+round trips, upstream generations, billed tokens, the final store fingerprint and success:
+
+* ``proxy S``: the SDK loop through the proxy in pass-through (``X-Harness-Arm: S``);
+* ``proxy F``: the SDK loop through the proxy, flattening (the default);
+* ``loop S`` and ``loop F``: :func:`harness.loop.run_loop`, arms S and F, on the same task
+  (the in-process reference the proxy should approach).
+
+The SDK loop is what agent frameworks do: ``chat.completions.create``, run every returned
+call concurrently in an anyio task group, append the results, repeat. The calls are the
+task's gold calls, forced through the engine's constrained decoding in every run (the gold
+policy of ``harness bench``: every token still prefilled and decoded, so S and F generate the
+same calls and the dividend is measured at fixed accuracy; :class:`GoldForcing`). It also
+reports the proxy's own overhead per request (time in the proxy minus upstream generation:
+median and p95). Run::
+
+    python -m harness.benchmarks.proxy_bench                 # real engine; writes results
+    python -m harness.benchmarks.proxy_bench --engine scripted --latency 0.05   # no model
+
+Results go to ``benchmarks/results/proxy/`` (``--out``). Needs the ``serve`` extra and the
+``openai`` SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from harness.benchmarks.tasks import WorkloadTask, generate_tasks
+from harness.calls import execute_call
+from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolCall, ToolSpec
+from harness.loop import LoopConfig, run_loop
+from harness.loop.config import Arm
+from harness.loop.policy import GoldPolicy, with_room_for_forced
+from harness.loop.transcript import Transcript
+from harness.manifest import Manifest
+from harness.proxy import ProxyConfig, ProxyService, build_app, in_process_client
+from harness.task import Task
+from harness.toolsets.workspace import fingerprint, load_workspace_manifest
+
+__all__ = (
+    "GoldForcing",
+    "SdkRun",
+    "fan_out_tasks",
+    "main",
+    "run_calls",
+    "sdk_loop",
+    "workspace_effects",
+)
+
+ARM_PAIR: tuple[Arm, Arm] = ("S", "F")
+RESULTS = Path(__file__).resolve().parent / "results" / "proxy"
+
+
+class GoldForcing:
+    """An engine wrapper that forces each conversation's gold calls (the gold policy, as
+    :class:`~harness.loop.policy.GoldPolicy` steers the loop: the next gold call counted by the
+    tool messages so far, withheld ones included), keyed by the conversation's user prompt.
+    It counts the generations it forwards."""
+
+    def __init__(self, inner: Engine, tasks: Sequence[Task]) -> None:
+        self.inner = inner
+        self.name = f"gold:{inner.name}"
+        self._tasks = {t.prompt: t for t in tasks}
+        self._policy = GoldPolicy()
+        self.generations = 0
+        #: Whether any prompt ever held an assistant message with more than one call.
+        self.parallel_shown = False
+
+    def _task(self, messages: Sequence[Message]) -> Task | None:
+        for message in messages:
+            if message.get("role") == "user":
+                return self._tasks.get(str(message.get("content")))
+        return None
+
+    async def generate(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: GenerationSettings
+    ) -> Completion:
+        task = self._task(messages)
+        if any(len(m.get("tool_calls") or ()) > 1 for m in messages):
+            self.parallel_shown = True
+        if task is not None:
+            transcript = Transcript("", "")
+            transcript.messages = list(messages)
+            settings = with_room_for_forced(
+                self._policy.steer(task, transcript, settings, step=None)
+            )
+        self.generations += 1
+        return await self.inner.generate(messages, tools, settings)
+
+    async def aclose(self) -> None:
+        return None
+
+    async def __aenter__(self) -> GoldForcing:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+def workspace_effects(toolset: Mapping[str, Any]) -> dict[str, Any]:
+    """The workspace tools' effects by name (what an effects file would declare)."""
+    return {name: tool.effect for name, tool in toolset.items()}
+
+
+def fan_out_tasks(sizes: Sequence[int]) -> list[WorkloadTask]:
+    """One fan-out workload task per window size in ``sizes`` (one window of that size)."""
+    tasks = [t for t in generate_tasks() if t.kind == "fan_out"]
+    out = []
+    for n in sizes:
+        match = [t for t in tasks if t.windows == (n,)]
+        if not match:
+            raise SystemExit(f"no fan-out task with one window of {n} calls in the workload")
+        out.append(match[0])
+    return out
+
+
+@dataclass
+class SdkRun:
+    """One run's figures."""
+
+    mode: str
+    task: str
+    n: int
+    wall_s: float
+    round_trips: int
+    generations: int
+    billed_tokens: int
+    fingerprint: str
+    success: bool
+    windows: list[int] = field(default_factory=list)
+    parallel_shown: bool = False
+
+
+async def sdk_loop(
+    client: Any,
+    wt: WorkloadTask,
+    *,
+    latency: float,
+    arm: str = "F",
+    model: str = "harness",
+    max_round_trips: int = 60,
+) -> tuple[SdkRun, list[Message]]:
+    """The OpenAI-SDK agent loop on ``wt`` through ``client`` (an ``openai.AsyncOpenAI``):
+    parallel tool calls run concurrently in an anyio task group, as frameworks do."""
+    toolset, state = wt.toolset(latency=latency)
+    task = wt.task
+    messages: list[Message] = [
+        {"role": "system", "content": task.system or _default_system()},
+        {"role": "user", "content": task.prompt},
+    ]
+    tools = toolset.specs()
+    run = SdkRun(f"proxy {arm}", wt.id, max(wt.windows or (0,)), 0.0, 0, 0, 0, "", False)
+    made: list[ToolCall] = []
+    answer: str | None = None
+    started = time.monotonic()
+    for _ in range(max_round_trips):
+        raw = await client.chat.completions.with_raw_response.create(
+            model=model,
+            messages=messages,
+            tools=tools,
+            extra_headers={"X-Harness-Arm": arm},
+            extra_body={"harness_skill": wt.skill, "harness_inputs": dict(task.inputs)},
+        )
+        response = raw.parse()
+        run.round_trips += 1
+        run.generations += int(raw.headers.get("x-harness-generations", "0"))
+        window = int(raw.headers.get("x-harness-window", "0"))
+        if window:
+            run.windows.append(window)
+        run.billed_tokens += response.usage.total_tokens if response.usage else 0
+        message = response.choices[0].message
+        messages.append(message.model_dump(exclude_none=True))
+        calls = message.tool_calls or []
+        if not calls:
+            answer = message.content
+            break
+        made.extend(ToolCall(c.id, c.function.name, c.function.arguments) for c in calls)
+        messages.extend(await run_calls(toolset, made[-len(calls) :]))
+    run.wall_s = time.monotonic() - started
+    run.fingerprint = fingerprint(state)
+    run.success = wt.score(made, state, answer)
+    return run, messages
+
+
+async def run_calls(toolset: Any, calls: Sequence[ToolCall]) -> list[Message]:
+    """Run ``calls`` concurrently (an anyio task group, as agent frameworks run parallel tool
+    calls) and return their tool messages in call order."""
+    results: dict[str, str] = {}
+
+    async def one(call: ToolCall) -> None:
+        results[call.id] = (await execute_call(toolset, call)).content
+
+    async with anyio.create_task_group() as group:
+        for call in calls:
+            group.start_soon(one, call)
+    return [{"role": "tool", "tool_call_id": c.id, "content": results[c.id]} for c in calls]
+
+
+def _default_system() -> str:
+    from harness.loop.state import DEFAULT_LOOP_SYSTEM
+
+    return DEFAULT_LOOP_SYSTEM
+
+
+async def loop_run(
+    engine: Engine, wt: WorkloadTask, manifest: Manifest, arm: Arm, latency: float
+) -> SdkRun:
+    """Arm ``arm`` of :func:`run_loop` on ``wt`` (gold policy), as the reference."""
+    toolset, state = wt.toolset(latency=latency)
+    started = time.monotonic()
+    result = await run_loop(
+        engine,
+        toolset,
+        wt.task,
+        LoopConfig(arm=arm, policy="gold"),
+        manifest=manifest,
+    )
+    wall = time.monotonic() - started
+    return SdkRun(
+        f"loop {arm}",
+        wt.id,
+        max(wt.windows or (0,)),
+        wall,
+        0,
+        result.summary.turns,
+        result.summary.billed_tokens,
+        fingerprint(state),
+        wt.score(result.calls, state, result.answer),
+        [w.n for w in result.windows],
+    )
+
+
+@asynccontextmanager
+async def _engine(kind: str, model: str | None) -> AsyncIterator[Engine]:
+    if kind == "scripted":
+        from harness.testing import ScriptedEngine
+
+        async with ScriptedEngine(decode_ms_per_token=2.0, prefill_ms_per_token=0.05) as scripted:
+            yield scripted
+        return
+    from harness.engines.vllm import open_default_engine
+
+    async with open_default_engine(model) as engine:
+        yield engine
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    import openai
+
+    tasks = fan_out_tasks(args.sizes)
+    manifest = load_workspace_manifest()
+    runs: list[SdkRun] = []
+    async with _engine(args.engine, args.model) as inner:
+        engine = GoldForcing(inner, [t.task for t in tasks])
+        toolset, _ = tasks[0].toolset()
+        config = ProxyConfig(effects=workspace_effects(toolset), manifest=manifest)
+        app = build_app(engine, config)
+        service: ProxyService = app.state.proxy
+        http = in_process_client(app)
+        # (this openai build annotates http_client with its httpx fork, httpx2; an httpx
+        # client works the same)
+        client = openai.AsyncOpenAI(
+            base_url=str(http.base_url),
+            api_key="unused",
+            http_client=http,  # type: ignore[arg-type]
+            max_retries=0,
+        )
+        async with http:
+            await sdk_loop(client, tasks[0], latency=0.0)  # warm the engine and the cache
+            service.overheads.clear()
+            for _ in range(args.repeats):
+                for wt in tasks:
+                    for arm in ("S", "F"):
+                        before = engine.generations
+                        run, _ = await sdk_loop(client, wt, latency=args.latency, arm=arm)
+                        run.generations = engine.generations - before
+                        runs.append(run)
+                        _say(run)
+                    for loop_arm in ARM_PAIR:
+                        run = await loop_run(engine, wt, manifest, loop_arm, args.latency)
+                        runs.append(run)
+                        _say(run)
+    overhead_ms = [s * 1000 for s in service.overheads]
+    return {
+        "engine": args.engine,
+        "latency_s": args.latency,
+        "sizes": args.sizes,
+        "repeats": args.repeats,
+        "python": platform.python_version(),
+        "load": _load(),
+        "runs": [asdict(r) for r in runs],
+        "summary": _summary(runs),
+        "proxy_overhead_ms": {
+            "requests": len(overhead_ms),
+            "median": statistics.median(overhead_ms) if overhead_ms else 0.0,
+            "p95": _percentile(overhead_ms, 0.95),
+        },
+    }
+
+
+def _say(run: SdkRun) -> None:
+    print(
+        f"  n={run.n:<3} {run.mode:<8} wall {run.wall_s:6.2f} s  round trips {run.round_trips:3d}  "
+        f"generations {run.generations:3d}  billed {run.billed_tokens:6d}  windows {run.windows}  "
+        f"ok={run.success}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _summary(runs: Sequence[SdkRun]) -> list[dict[str, Any]]:
+    out = []
+    for n in sorted({r.n for r in runs}):
+        for mode in ("proxy S", "proxy F", "loop S", "loop F"):
+            group = [r for r in runs if r.n == n and r.mode == mode]
+            if not group:
+                continue
+            out.append(
+                {
+                    "n": n,
+                    "mode": mode,
+                    "wall_s": statistics.median(r.wall_s for r in group),
+                    "round_trips": statistics.median(r.round_trips for r in group),
+                    "generations": statistics.median(r.generations for r in group),
+                    "billed_tokens": statistics.median(r.billed_tokens for r in group),
+                    "success": sum(r.success for r in group),
+                    "runs": len(group),
+                    "fingerprints": sorted({r.fingerprint[:12] for r in group}),
+                }
+            )
+    return out
+
+
+def _load() -> str:
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def render(result: Mapping[str, Any]) -> str:
+    lines = [
+        f"engine {result['engine']}, L = {result['latency_s']} s, repeats {result['repeats']}, "
+        f"load {result['load']}",
+        f"{'n':>3} {'mode':<8} {'wall s':>7} {'trips':>5} {'gens':>5} {'billed':>7} {'ok':>4}  fingerprint",
+    ]
+    lines.extend(
+        f"{row['n']:>3} {row['mode']:<8} {row['wall_s']:7.2f} {row['round_trips']:5.0f} "
+        f"{row['generations']:5.0f} {row['billed_tokens']:7.0f} {row['success']:>2}/{row['runs']}  "
+        f"{','.join(row['fingerprints'])}"
+        for row in result["summary"]
+    )
+    o = result["proxy_overhead_ms"]
+    lines.append(
+        f"proxy overhead per request: median {o['median']:.2f} ms, p95 {o['p95']:.2f} ms "
+        f"({o['requests']} requests)"
+    )
+    return "\n".join(lines)
+
+
+async def serve_gold(args: argparse.Namespace) -> None:
+    """Serve the proxy on loopback (``--serve``) over the gold-forced embedded engine, with the
+    workspace's effects and manifest, for tests that need a real served process."""
+    from harness.proxy.serve import serve
+
+    tasks = fan_out_tasks(args.sizes)
+    async with _engine(args.engine, args.model) as inner:
+        engine = GoldForcing(inner, [t.task for t in tasks])
+        toolset, _ = tasks[0].toolset()
+        config = ProxyConfig(effects=workspace_effects(toolset), manifest=load_workspace_manifest())
+
+        def listening(url: str) -> None:
+            print(json.dumps({"url": url}), flush=True)
+
+        await serve(build_app(engine, config), "127.0.0.1", args.port, on_listen=listening)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.benchmarks.proxy_bench", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--engine", choices=("vllm", "scripted"), default="vllm")
+    parser.add_argument("--model", default=None, help="a local Hugging Face model folder")
+    parser.add_argument("--latency", type=float, default=0.5, help="tool latency L in seconds")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2, 6, 10])
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="results JSON (default: benchmarks/results/proxy/<engine>-<time>.json)",
+    )
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help='serve the gold-forced proxy on 127.0.0.1:--port instead (prints {"url": ...})',
+    )
+    parser.add_argument("--port", type=int, default=0, help="with --serve (default: a free one)")
+    args = parser.parse_args(argv)
+    if args.serve:
+        anyio.run(serve_gold, args)
+        return 0
+    result = anyio.run(bench, args)
+    text = render(result)
+    print(text)
+    out = (
+        Path(args.out)
+        if args.out
+        else RESULTS / f"{args.engine}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
