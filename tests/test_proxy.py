@@ -121,10 +121,13 @@ def run_tool(call: dict[str, Any]) -> str:
 
 
 async def client_loop(
-    client: httpx.AsyncClient, *, headers: dict[str, str] | None = None
+    client: httpx.AsyncClient,
+    *,
+    headers: dict[str, str] | None = None,
+    messages: list[Message] | None = None,
 ) -> tuple[list[Message], list[httpx.Response]]:
     """An OpenAI-style agent loop: send, run every returned call, send the results back."""
-    messages = opening()
+    messages = messages or opening()
     responses = []
     for _ in range(20):
         response = await client.post("/chat/completions", json=body(messages), headers=headers)
@@ -547,3 +550,57 @@ async def test_extra_routes_are_mounted_behind_the_same_key() -> None:
         allowed = await client.get("/ping", headers={"Authorization": "Bearer k"})
     assert denied.status_code == 401
     assert allowed.json() == {"pong": True}
+
+
+async def test_several_upstreams_keep_each_conversation_on_one_replica() -> None:
+    from harness.engines.openai_http import OpenAIHTTPEngine
+
+    served: dict[str, list[str]] = {}
+
+    def replica(request: httpx.Request) -> httpx.Response:
+        sent = json.loads(request.content)
+        reply = survey_script(sent["messages"], sent.get("tools", []))
+        conversation = sent["messages"][1]["content"]
+        served.setdefault(conversation, []).append(request.url.host)
+        if isinstance(reply, str):
+            message: dict[str, Any] = {"role": "assistant", "content": reply}
+        else:
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": reply["id"],
+                        "type": "function",
+                        "function": {
+                            "name": reply["name"],
+                            "arguments": json.dumps(reply["arguments"]),
+                        },
+                    }
+                ],
+            }
+        usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+        return httpx.Response(
+            200,
+            json={
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": usage,
+            },
+        )
+
+    upstream = OpenAIHTTPEngine(
+        ["http://replica-a/v1", "http://replica-b/v1"],
+        "m",
+        client=httpx.AsyncClient(transport=httpx.MockTransport(replica)),
+    )
+    async with upstream, in_process_client(make_app(upstream)) as client:  # type: ignore[arg-type]
+        for i in range(4):
+            messages = [
+                {"role": "system", "content": "You read documents."},
+                {"role": "user", "content": f"Survey a, b and c ({i})."},
+            ]
+            _, responses = await client_loop(client, messages=messages)
+            assert responses[0].headers["x-harness-window"] == "3"
+    assert len(served) == 4
+    assert all(len(set(hosts)) == 1 for hosts in served.values())  # prefix-affine
+    assert all(len(hosts) == len(KEYS) + 2 for hosts in served.values())
