@@ -290,6 +290,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         async with http:
             await sdk_loop(client, tasks[0], latency=0.0)  # warm the engine and the cache
             service.overheads.clear()
+            service.overheads_by_arm.clear()
             for _ in range(args.repeats):
                 for wt in tasks:
                     for arm in ("S", "F"):
@@ -303,6 +304,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         runs.append(run)
                         _say(run)
     overhead_ms = [s * 1000 for s in service.overheads]
+    by_arm = {
+        arm: {
+            "requests": len(values),
+            "median": statistics.median(values) * 1000,
+            "p95": _percentile(values, 0.95) * 1000,
+        }
+        for arm, values in service.overheads_by_arm.items()
+    }
     return {
         "engine": args.engine,
         "latency_s": args.latency,
@@ -316,6 +325,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             "requests": len(overhead_ms),
             "median": statistics.median(overhead_ms) if overhead_ms else 0.0,
             "p95": _percentile(overhead_ms, 0.95),
+            "by_arm": by_arm,
         },
     }
 
@@ -377,6 +387,10 @@ def render(result: Mapping[str, Any]) -> str:
     lines.append(
         f"proxy overhead per request: median {o['median']:.2f} ms, p95 {o['p95']:.2f} ms "
         f"({o['requests']} requests)"
+    )
+    lines.extend(
+        f"  arm {arm}: median {v['median']:.2f} ms, p95 {v['p95']:.2f} ms ({v['requests']} requests)"
+        for arm, v in sorted(o["by_arm"].items())
     )
     return "\n".join(lines)
 

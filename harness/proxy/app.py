@@ -113,8 +113,10 @@ class ProxyService:
         self.store = WindowStore(config.store_capacity)
         self.detector = make_detector(config.detector, max_window=config.max_window)
         self._toolsets: OrderedDict[str, Toolset] = OrderedDict()
-        #: Seconds spent in the proxy itself per request (everything but upstream generation).
+        #: Seconds spent in the proxy itself per request: its wall time in :meth:`complete`
+        #: less the time awaiting the upstream (parsing, restoration, certification, replay).
         self.overheads: list[float] = []
+        self.overheads_by_arm: dict[str, list[float]] = {}
 
     # -- the request ------------------------------------------------------------------------
 
@@ -237,8 +239,9 @@ class ProxyService:
                 pending.remainder_content if pending else None,
             )
         body = self._response(request, outcome, run_id)
-        engine_s = sum(c.timings.total_s for c in outcome.completions)
-        self.overheads.append(max(0.0, time.perf_counter() - started - engine_s))
+        overhead = max(0.0, time.perf_counter() - started - state.upstream_s)
+        self.overheads.append(overhead)
+        self.overheads_by_arm.setdefault(arm, []).append(overhead)
         out_headers = {
             "X-Harness-Arm": arm,
             "X-Harness-Window": str(len(outcome.calls) if outcome.kind == "window" else 0),

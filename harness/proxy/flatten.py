@@ -19,13 +19,21 @@ next request (:func:`answer`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from harness.calls import ToolResult
 from harness.certify import Detector
-from harness.engines.base import Completion, Engine, Message, ToolCall, ToolSpec
+from harness.engines.base import (
+    Completion,
+    Engine,
+    GenerationSettings,
+    Message,
+    ToolCall,
+    ToolSpec,
+)
 from harness.errors import ConfigError
 from harness.ledger import Ledger
 from harness.loop.config import LoopConfig
@@ -115,6 +123,8 @@ class ProxyState(RunState):
         self.transcript = _ClientTranscript(messages)
         self.specs = list(specs)  # the client's own specs, byte for byte
         self.completions: list[Completion] = []
+        #: Wall seconds spent awaiting the upstream (the rest of a request is the proxy's own).
+        self.upstream_s = 0.0
 
     def _renumber(self, completion: Completion) -> Completion:
         """Keep the upstream's call ids: the serial transcript is the client's, and its ids
@@ -122,6 +132,13 @@ class ProxyState(RunState):
         for call in completion.tool_calls:
             self._emitted_turn[call.id] = self.turn
         return completion
+
+    async def complete(self, turn: int, settings: GenerationSettings, purpose: str) -> Completion:
+        started = time.perf_counter()
+        try:
+            return await super().complete(turn, settings, purpose)
+        finally:
+            self.upstream_s += time.perf_counter() - started
 
     def took_turn(
         self, completion: Completion, purpose: str, started: float, *, window_open: bool = False
