@@ -296,7 +296,7 @@ class ProxyService:
         state.ledger.emit(
             WindowRecord(
                 run_id=state.run_id,
-                index=-1,
+                index=len(restoration.windows) - 1,
                 arm="F",
                 detector=state.detector_name,
                 phase=None,
