@@ -33,10 +33,10 @@ from harness._lockfile import lock_directory
 from harness._progress import Progress
 from harness.benchmarks.bench import check_plan, load_results, rerun_on_resume
 from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id
-from harness.engines.base import Engine, GenerationSettings
+from harness.engines.base import Engine
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import Ledger, record_to_dict
-from harness.loop import FlattenSettings, LoopConfig, LoopResult, run_loop
+from harness.loop import LoopResult, run_loop
 from harness.manifest import Manifest
 from harness.task import Task
 from harness.task_file import failures
@@ -65,13 +65,7 @@ async def run_user_job(
     """Run ``task`` once under ``spec`` (module docstring). A run that ends in a
     :class:`~harness.errors.HarnessError` (a budget, an engine failure) is a failed job."""
     ledger = Ledger(log=True)
-    config = LoopConfig(
-        arm=spec.arm,
-        policy=spec.policy,
-        detector=spec.detector,
-        generation=GenerationSettings(max_tokens=spec.max_tokens),
-        flatten=FlattenSettings(eager=spec.eager),
-    )
+    config = spec.loop_config()
     error = None
     result: LoopResult | None = None
     run_id = job_id(task.id, spec)
@@ -122,11 +116,12 @@ def _digest(path: Path | None) -> str | None:
 
 @dataclass(frozen=True)
 class UserBatchPlan:
-    """What a batch covers: the task file, the toolset reference, the manifest, the arm
+    """What a batch covers: the task file (``None`` for one task from the command line), the
+    toolset reference, the manifest, the arm
     labels (``S``, ``F``, ``F+eager``, ``P``, ``P+V``) and the run settings."""
 
     out: Path
-    tasks_file: Path
+    tasks_file: Path | None
     toolset: str
     manifest_file: Path | None = None
     arms: tuple[str, ...] = ("S", "F")

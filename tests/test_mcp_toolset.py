@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
-from harness import ConfigError, Manifest, Task
+from harness import ConfigError, Task
 from harness.calls import execute_call
 from harness.engines.base import ToolCall
 from harness.loop import LoopConfig, run_loop
-from harness.task import GoldCall
 from harness.testing import ScriptedEngine
+from tests import doubles
+from tests.doubles import MANIFEST
 
 pytest.importorskip("mcp")
 
@@ -23,43 +24,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 SERVER = [str(Path(__file__).with_name("mcp_server.py"))]
 KEYS = ["a", "b", "c"]
-MANIFEST = Manifest.from_dict(
-    {
-        "skills": {
-            "report": {
-                "phases": [
-                    {
-                        "name": "gather",
-                        "kind": "fan_out",
-                        "tools": ["read_doc"],
-                        "slots": "input:keys",
-                        "args": {"read_doc.key": "input:keys"},
-                    },
-                    {
-                        "name": "write",
-                        "kind": "chain",
-                        "tools": ["write_doc"],
-                        "args": {"write_doc.body": "result:gather", "write_doc.key": "input"},
-                    },
-                ]
-            }
-        }
-    },
-    source="tests/test_mcp_toolset.py",
-)
 
 
 def report_task() -> Task:
-    reads = tuple(GoldCall("read_doc", {"key": k}) for k in KEYS)
-    write = GoldCall("write_doc", {"key": "summary", "body": "a + b + c"})
-    return Task(
-        id="mcp-report",
-        prompt="Read a, b and c and write a summary to 'summary'.",
-        skill="report",
-        inputs={"keys": KEYS},
-        gold_steps=(reads, (write,)),
-        gold_answer="Summary written.",
-    )
+    return doubles.report_task(KEYS)
 
 
 def server(**options: Any) -> Any:

@@ -1,11 +1,29 @@
-"""The per-arm table ``harness run`` prints (one row per job: turns, calls, windows, tokens,
-seconds, whether it met its gold label)."""
+"""What ``harness run`` prints about its jobs: the per-arm table (one row per job: turns,
+calls, windows, tokens, seconds, whether it met its gold label) and the exit status."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-__all__ = ("render_table",)
+from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
+
+__all__ = ("exit_status", "render_table")
+
+
+def exit_status(jobs: list[dict[str, Any]], name: str = "label") -> int:
+    """0 when no job errored; else 1, after saying on stderr which kinds of error, how many,
+    and each errored job (named by its ``name`` field)."""
+    from harness.benchmarks.jobs import errored_summary
+
+    errored = errored_summary(jobs)
+    if errored is None:
+        return EXIT_OK
+    print(f"error: {errored}", file=sys.stderr)
+    for job in jobs:
+        if job["error"]:
+            print(f"  {job[name]}: {job['error']}", file=sys.stderr)
+    return EXIT_JOB_FAILED
 
 
 def render_table(jobs: list[dict[str, Any]]) -> str:

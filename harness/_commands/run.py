@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
-from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
 from harness._commands._signals import until_signalled
-from harness._commands._table import render_table
+from harness._commands._table import exit_status, render_table
 from harness._commands.run_user import add_user_task_arguments, is_user_task, run_user_task
 from harness._jsonl import open_append
 from harness.errors import ConfigError, JournalError
@@ -191,7 +189,7 @@ def _durable_settings(args: argparse.Namespace) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.benchmarks.jobs import dumps, errored_summary, run_job
+    from harness.benchmarks.jobs import dumps, run_job
     from harness.benchmarks.tasks import generate_tasks, task_by_id
     from harness.toolsets.workspace import load_workspace_manifest
 
@@ -237,11 +235,4 @@ def run(args: argparse.Namespace) -> int:
         for job in jobs:
             if job["failures"]:
                 print(f"  {job['label']}: " + "; ".join(job["failures"][:3]))
-    errored = errored_summary(jobs)
-    if errored is None:
-        return EXIT_OK
-    print(f"error: {errored}", file=sys.stderr)
-    for job in jobs:
-        if job["error"]:
-            print(f"  {job['label']}: {job['error']}", file=sys.stderr)
-    return EXIT_JOB_FAILED
+    return exit_status(jobs)

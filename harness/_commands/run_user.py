@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from harness._commands._engine_args import open_engine
-from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
 from harness._commands._signals import until_signalled
 from harness._jsonl import open_append
 from harness.errors import ConfigError
@@ -179,7 +177,7 @@ def run_user_task(args: argparse.Namespace) -> int:
     check_gold_policy(tasks, policy)
     plan = UserBatchPlan(
         out=args.out or Path(f"runs/tasks-{args.tasks.stem if args.tasks else 'one'}"),
-        tasks_file=args.tasks or Path(),
+        tasks_file=args.tasks,
         toolset=args.toolset,
         manifest_file=args.manifest,
         arms=arms,
@@ -251,8 +249,7 @@ def _run_batch(
 
 
 def _report(args: argparse.Namespace, jobs: list[dict[str, Any]], head: str) -> int:
-    from harness._commands._table import render_table
-    from harness.benchmarks.jobs import errored_summary
+    from harness._commands._table import exit_status, render_table
 
     if args.json:
         print(json.dumps(jobs, indent=2, sort_keys=True, default=str))
@@ -266,11 +263,4 @@ def _report(args: argparse.Namespace, jobs: list[dict[str, Any]], head: str) -> 
                 print(f"  {name} answer: {str(job['answer'])[:200]}")
             if job["failures"]:
                 print(f"  {name}: " + "; ".join(job["failures"][:3]))
-    errored = errored_summary(jobs)
-    if errored is None:
-        return EXIT_OK
-    print(f"error: {errored}", file=sys.stderr)
-    for job in jobs:
-        if job["error"]:
-            print(f"  {job['job_id']}: {job['error']}", file=sys.stderr)
-    return EXIT_JOB_FAILED
+    return exit_status(jobs, "job_id")
