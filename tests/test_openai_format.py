@@ -141,3 +141,28 @@ async def test_a_continued_run_gives_the_same_messages_in_S_and_F() -> None:
         )
         runs.append(result.openai_messages())
     assert runs[0] == runs[1]
+
+
+def test_the_openai_sdks_own_message_objects_are_read_as_a_history() -> None:
+    chat = pytest.importorskip("openai.types.chat")
+    reply = chat.ChatCompletionMessage.model_validate(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "read_doc", "arguments": '{"key": "a"}'}}
+            ],
+        }
+    )  # fmt: skip
+    history = [{"role": "user", "content": "Read a."}, reply]
+    history.append({"role": "tool", "tool_call_id": "c1", "content": "alpha"})
+    messages = messages_from_openai(history)
+    assert messages[1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_doc", "arguments": '{"key": "a"}'}}
+        ],
+    }  # fmt: skip
+    assert messages[2]["name"] == "read_doc"
