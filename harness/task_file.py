@@ -1,8 +1,8 @@
 """Your own tasks: task inputs from the command line, task files, and their gold labels.
 
-A *task file* lists tasks to run as a batch (``harness run --tasks FILE``), as JSON Lines (one
-object per line; blank lines and lines starting with ``#`` are skipped) or TOML (an array of
-``[[tasks]]`` tables). Each task has::
+A *task file* lists tasks to run as a batch (``harness run --tasks FILE``), as JSON Lines
+(``.jsonl``: one object per line; blank lines and lines starting with ``#`` are skipped), a
+JSON array (``.json``) or TOML (``.toml``: an array of ``[[tasks]]`` tables). Each task has::
 
     id          unique name (required)
     prompt      what the user asks (required)
@@ -126,7 +126,7 @@ def task_from_dict(raw: Any, at: str) -> Task:
 
 
 def load_task_file(path: str | Path) -> list[Task]:
-    """The tasks of a ``.jsonl`` or ``.toml`` task file (module docstring); ids are unique."""
+    """The tasks of a ``.jsonl``, ``.json`` or ``.toml`` task file (module docstring); ids are unique."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -143,7 +143,17 @@ def load_task_file(path: str | Path) -> list[Task]:
         if not isinstance(entries, list) or set(data) - {"tasks"}:
             raise ConfigError(f"{p}: a TOML task file holds only [[tasks]] tables.")
         tasks = [task_from_dict(e, f"{p}, task #{i + 1}") for i, e in enumerate(entries)]
-    elif p.suffix in (".jsonl", ".json", ".ndjson"):
+    elif p.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{p}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})."
+            ) from None
+        if not isinstance(data, list):
+            raise ConfigError(f"{p}: a .json task file is a JSON array of tasks.")
+        tasks = [task_from_dict(e, f"{p}, task #{i + 1}") for i, e in enumerate(data)]
+    elif p.suffix in (".jsonl", ".ndjson"):
         tasks = []
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip() or line.lstrip().startswith("#"):
@@ -158,7 +168,7 @@ def load_task_file(path: str | Path) -> list[Task]:
             tasks.append(task_from_dict(raw, f"{p}, line {number}"))
     else:
         raise ConfigError(
-            f"Task file {str(p)!r} has suffix {p.suffix!r}; name it .jsonl (JSON Lines) or .toml."
+            f"Task file {str(p)!r} has suffix {p.suffix!r}; name it .jsonl (JSON Lines), .json (an array) or .toml."
         )
     if not tasks:
         raise ConfigError(f"Task file {str(p)!r} holds no tasks.")

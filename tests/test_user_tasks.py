@@ -188,6 +188,9 @@ def test_every_bad_option_of_your_own_task_exits_2_with_one_line(
         ("tasks = 3\n", ".toml", "holds only [[tasks]] tables"),
         ("[[tasks\n", ".toml", "not valid TOML"),
         ("id,prompt\n", ".csv", "name it .jsonl"),
+        ('{"id": "a"}', ".json", "a JSON array of tasks"),
+        ('[{"id": "a"', ".json", "not valid JSON"),
+        ('[{"id": "a"}]', ".json", "task #1: field 'prompt' is required"),
     ],
 )  # fmt: skip
 def test_every_bad_task_file_is_a_config_error_naming_the_place(

@@ -63,7 +63,7 @@ def add_user_task_arguments(parser: argparse.ArgumentParser) -> None:
         "--tasks",
         metavar="FILE",
         type=Path,
-        help="a batch of your tasks: a .jsonl or .toml task file (id, prompt, skill, inputs, "
+        help="a batch of your tasks: a .jsonl, .json or .toml task file (id, prompt, skill, inputs, "
         "optional gold_answer / gold_calls); writes a resumable DIR/results.jsonl",
     )
     group.add_argument(
