@@ -1,0 +1,54 @@
+"""What ``harness run`` prints about its jobs: the per-arm table (one row per job: turns,
+calls, windows, tokens, seconds, whether it met its gold label) and the exit status."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
+
+__all__ = ("exit_status", "render_table")
+
+
+def exit_status(jobs: list[dict[str, Any]], name: str = "label") -> int:
+    """0 when no job errored; else 1, after saying on stderr which kinds of error, how many,
+    and each errored job (named by its ``name`` field)."""
+    from harness.benchmarks.jobs import errored_summary
+
+    errored = errored_summary(jobs)
+    if errored is None:
+        return EXIT_OK
+    print(f"error: {errored}", file=sys.stderr)
+    for job in jobs:
+        if job["error"]:
+            print(f"  {job[name]}: {job['error']}", file=sys.stderr)
+    return EXIT_JOB_FAILED
+
+
+def render_table(jobs: list[dict[str, Any]]) -> str:
+    head = (
+        "arm",
+        "turns",
+        "calls",
+        "windows",
+        "discards",
+        "prompt",
+        "cached",
+        "billed",
+        "engine s",
+        "wall s",
+        "ok",
+    )
+    rows = [head]
+    for job in jobs:
+        s = job["summary"]
+        windows = ",".join(str(len(w["call_ids"])) for w in job["windows"]) or "-"
+        rows.append((
+            job["label"], str(s.get("turns", 0)), str(s.get("calls", 0)), windows,
+            str(s.get("discards", s.get("repairs", 0))), str(s.get("prompt_tokens", 0)), str(s.get("cached_tokens", 0)),
+            str(s.get("billed_tokens", 0)), f"{s.get('engine_s', 0.0):.2f}", f"{s.get('wall_s', 0.0):.2f}",
+            "yes" if job["success"] else "NO",
+        ))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
