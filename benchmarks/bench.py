@@ -55,7 +55,16 @@ from harness.loop import LoopConfig, run_loop
 from harness.manifest import Manifest
 from harness.toolsets.workspace import load_workspace_manifest
 
-__all__ = ("BenchJobRunner", "BenchPlan", "JobExecutor", "load_results", "plan_jobs", "run_bench")
+__all__ = (
+    "BenchJobRunner",
+    "BenchPlan",
+    "JobExecutor",
+    "check_plan",
+    "load_results",
+    "plan_jobs",
+    "rerun_on_resume",
+    "run_bench",
+)
 
 #: Plan fields that do not change what a job measures, so they may differ on resume.
 _NOT_IN_FINGERPRINT = frozenset({"out", "declared_gap_pp", "command", "notes"})
@@ -321,10 +330,15 @@ def load_results(path: Path) -> list[dict[str, Any]]:
 
 
 def _check_plan(plan: BenchPlan, has_results: bool) -> None:
-    """Refuse to mix results of two plans in one directory; record the plan otherwise."""
-    path = plan.out / "plan.json"
-    settings = plan.settings()
-    mine: dict[str, Any] = {"fingerprint": plan.fingerprint(), "settings": settings}
+    check_plan(plan.out, plan.settings(), plan.fingerprint(), has_results)
+
+
+def check_plan(out: Path, settings: dict[str, Any], fingerprint: str, has_results: bool) -> None:
+    """Refuse to mix results of two plans in ``out``; record the plan (``out/plan.json``:
+    its ``settings`` and their ``fingerprint``) otherwise. Shared by every resumable batch
+    (``harness bench``, ``harness run --tasks``)."""
+    path = out / "plan.json"
+    mine: dict[str, Any] = {"fingerprint": fingerprint, "settings": settings}
     if path.exists():
         try:
             theirs = json.loads(path.read_text(encoding="utf-8"))
@@ -335,16 +349,21 @@ def _check_plan(plan: BenchPlan, has_results: bool) -> None:
         old = theirs.get("settings", {})
         changed = [f"{k} {old.get(k)!r} -> {v!r}" for k, v in settings.items() if old.get(k) != v]
         raise ConfigError(
-            f"{plan.out} holds results of another plan (changed: {'; '.join(changed) or 'unknown'})"
+            f"{out} holds results of another plan (changed: {'; '.join(changed) or 'unknown'})"
             "; results of two plans must not mix in one report. Use another --out, or delete "
-            f"{plan.out} to start over."
+            f"{out} to start over."
         )
     if has_results:
         raise ConfigError(
-            f"{plan.out} holds results but no plan.json (written by an older version), so they "
+            f"{out} holds results but no plan.json (written by an older version), so they "
             "cannot be checked against this plan. Use another --out, or delete it to start over."
         )
     path.write_text(json.dumps(mine, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def rerun_on_resume(job: dict[str, Any], retry_failed: bool) -> bool:
+    """An errored job runs again: always when the engine failed, else with ``retry_failed``."""
+    return _rerun_on_resume(job, retry_failed)
 
 
 def _rerun_on_resume(job: dict[str, Any], retry_failed: bool) -> bool:

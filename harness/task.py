@@ -7,16 +7,23 @@ decided by construction: each step is a group of calls (a fan-out window is one 
 call is a group of one). Serial arms (S, F) emit them one per turn in order; native-parallel
 arms (P, P+V) emit each group in one message. The *gold* policy forces the engine to emit
 exactly these (the engine still prefills and decodes every token).
+
+A task may continue an existing conversation: ``history`` holds OpenAI-format messages
+(system, user, assistant with ``tool_calls``, tool results) that the run starts from instead
+of ``system`` + ``prompt``; :meth:`Task.from_messages` builds one, checked and normalised by
+:mod:`harness.openai_format`. A non-empty ``prompt`` is then appended as a new user message.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.engines.base import ToolCall
+from harness.engines.base import Message, ToolCall
+from harness.errors import ConfigError
+from harness.openai_format import messages_from_openai
 
 __all__ = ("GoldCall", "Task")
 
@@ -51,6 +58,44 @@ class Task:
     gold_steps: tuple[tuple[GoldCall, ...], ...] = ()
     gold_answer: str | None = None
     max_turns: int | None = None
+    history: tuple[Message, ...] = ()
+
+    @classmethod
+    def from_messages(
+        cls,
+        messages: Iterable[Any],
+        *,
+        id: str = "conversation",
+        prompt: str = "",
+        skill: str | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        max_turns: int | None = None,
+    ) -> Task:
+        """A task that continues ``messages``, an OpenAI-format history (dicts or the openai
+        SDK's message objects), optionally with one more user message ``prompt``.
+
+        The history must end where the model speaks next: after a user message or a tool
+        result (or pass ``prompt``). A history without a system message gets the loop's
+        default one in front. Raises :class:`~harness.errors.ConfigError` naming the message
+        at fault.
+        """
+        history = messages_from_openai(messages)
+        if not history and not prompt:
+            raise ConfigError("Task.from_messages got no messages and no prompt; pass either.")
+        if history and history[-1]["role"] == "assistant" and not prompt:
+            raise ConfigError(
+                f"The history ends with an assistant message (message {len(history) - 1}), so "
+                "the model has already answered; append a user message (or pass prompt=) "
+                "to continue it."
+            )
+        return cls(
+            id=id,
+            prompt=prompt,
+            skill=skill,
+            inputs=dict(inputs or {}),
+            max_turns=max_turns,
+            history=tuple(history),
+        )
 
     @property
     def gold_calls(self) -> tuple[GoldCall, ...]:

@@ -13,13 +13,16 @@ import anyio
 from harness._commands._engine_args import add_engine_arguments, open_engine
 from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
 from harness._commands._signals import until_signalled
+from harness._commands._table import render_table
+from harness._commands.run_user import add_user_task_arguments, is_user_task, run_user_task
 from harness._jsonl import open_append
 from harness.errors import ConfigError, JournalError
 
-__all__ = ("register", "run")
+__all__ = ("register", "render_table", "run")
 
 DESCRIPTION = """\
-Run one task of the seeded workload (see `harness tasks list`) under the arms you choose, on
+Run one task of the seeded workload (see `harness tasks list`), or your own task (--toolset
+with --prompt, or a batch with --tasks FILE), under the arms you choose, on
 the in-process vLLM engine by default, each from a fresh store, and print per arm: turns,
 calls, certified windows, D2 discards, prompt / cached / billed tokens, engine and wall seconds,
 and whether the run met the task's gold label.
@@ -43,9 +46,21 @@ examples:
   harness run --task fan_out-12 --trace run.jsonl --json # every turn, call and window as JSONL
   harness run --task mixed-04 --journal runs/m4          # journaled: survives a crash...
   harness run --resume runs/m4                           # ...and resumes without repeating a write
+  harness run --toolset mytools:toolset --manifest skills.toml --prompt 'Summarise a, b' \
+      --inputs '{"keys": ["a", "b"]}'                    # your own task (S and F)
+  harness run --toolset mytools:make_toolset --manifest skills.toml --tasks tasks.jsonl \
+      --out runs/mine                                    # a resumable batch of your tasks
 """
 
 ARM_CHOICES = ("S", "F", "F+eager", "P", "P+V")
+#: The defaults of the options a workload task (--task) and your own task do not share.
+_WORKLOAD_DEFAULTS: dict[str, Any] = {
+    "seed": 0,
+    "arm": list(ARM_CHOICES),
+    "policy": "gold",
+    "latency": 0.5,
+    "sigma": 0.0,
+}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,12 +76,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="ID",
         help="a task id from `harness tasks list` (required unless --resume)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    parser.add_argument("--seed", type=int, default=None, help="workload seed (default 0)")
     parser.add_argument(
-        "--arm", nargs="+", choices=ARM_CHOICES, default=list(ARM_CHOICES), metavar="ARM",
-        help=f"one or more of {', '.join(ARM_CHOICES)} (default: all)",
+        "--arm", nargs="+", choices=ARM_CHOICES, default=None, metavar="ARM",
+        help=f"one or more of {', '.join(ARM_CHOICES)} (default: all for --task; S F for your "
+        "own task)",
     )  # fmt: skip
-    parser.add_argument("--policy", choices=("gold", "model"), default="gold", help="default: gold")
+    parser.add_argument(
+        "--policy", choices=("gold", "model"), default=None,
+        help="default: gold for --task; model for your own task",
+    )  # fmt: skip
     parser.add_argument(
         "--detector", choices=("schema_sound", "phase_heuristic"), default="schema_sound",
         help="window detector for F (default schema_sound; phase_heuristic can false-fill)",
@@ -74,12 +93,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--latency",
         type=float,
-        default=0.5,
+        default=None,
         metavar="S",
-        help="tool latency L in seconds (default 0.5)",
+        help="tool latency L of the workload's tools in seconds (default 0.5)",
     )
     parser.add_argument(
-        "--sigma", type=float, default=0.0, metavar="S", help="tool latency spread σ_L (default 0)"
+        "--sigma",
+        type=float,
+        default=None,
+        metavar="S",
+        help="tool latency spread σ_L of the workload's tools (default 0)",
     )
     parser.add_argument(
         "--max-tokens", type=int, default=160, help="generation budget per turn (default 160)"
@@ -105,6 +128,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="continue the run journaled in DIR (its task and settings come from DIR/run.json): "
         "finished work is replayed, never repeated",
     )
+    add_user_task_arguments(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -148,7 +172,10 @@ def _durable_settings(args: argparse.Namespace) -> Path | None:
             setattr(args, name, recorded[name])
         return Path(args.resume)
     if args.task is None:
-        raise ConfigError("harness run needs --task ID (see `harness tasks list`) or --resume DIR.")
+        raise ConfigError(
+            "harness run needs --task ID (see `harness tasks list`), --resume DIR, or your own "
+            "task: --toolset MODULE:ATTR with --prompt TEXT or --tasks FILE."
+        )
     if args.journal is None:
         return None
     directory = Path(args.journal)
@@ -168,6 +195,11 @@ def run(args: argparse.Namespace) -> int:
     from harness.benchmarks.tasks import generate_tasks, task_by_id
     from harness.toolsets.workspace import load_workspace_manifest
 
+    if is_user_task(args):
+        return run_user_task(args)
+    for name, default in _WORKLOAD_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     directory = _durable_settings(args)
     if args.engine == "scripted" and args.policy != "gold":
         raise ConfigError(
@@ -213,31 +245,3 @@ def run(args: argparse.Namespace) -> int:
         if job["error"]:
             print(f"  {job['label']}: {job['error']}", file=sys.stderr)
     return EXIT_JOB_FAILED
-
-
-def render_table(jobs: list[dict[str, Any]]) -> str:
-    head = (
-        "arm",
-        "turns",
-        "calls",
-        "windows",
-        "discards",
-        "prompt",
-        "cached",
-        "billed",
-        "engine s",
-        "wall s",
-        "ok",
-    )
-    rows = [head]
-    for job in jobs:
-        s = job["summary"]
-        windows = ",".join(str(len(w["call_ids"])) for w in job["windows"]) or "-"
-        rows.append((
-            job["label"], str(s.get("turns", 0)), str(s.get("calls", 0)), windows,
-            str(s.get("discards", s.get("repairs", 0))), str(s.get("prompt_tokens", 0)), str(s.get("cached_tokens", 0)),
-            str(s.get("billed_tokens", 0)), f"{s.get('engine_s', 0.0):.2f}", f"{s.get('wall_s', 0.0):.2f}",
-            "yes" if job["success"] else "NO",
-        ))  # fmt: skip
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)

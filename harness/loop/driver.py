@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -49,6 +50,7 @@ from harness.loop.serial import SerialArm
 from harness.loop.state import RunState
 from harness.loop.validated import ValidatedArm
 from harness.manifest import Manifest, Skill
+from harness.openai_format import messages_to_openai
 from harness.task import Task
 from harness.tools import Toolset
 
@@ -78,6 +80,15 @@ class LoopResult:
     calls: list[ToolCall]
     ledger: Ledger
     summary: RunRecord
+    #: How many of ``messages`` came from the task's history (0 for a fresh task).
+    history_length: int = 0
+
+    def openai_messages(self, *, new_only: bool = False) -> list[dict[str, Any]]:
+        """The final transcript as plain OpenAI-format messages (see
+        :func:`harness.openai_format.messages_to_openai`); ``new_only``: only the messages
+        this run added after the task's history (what to append to your own)."""
+        start = self.history_length if new_only else 0
+        return messages_to_openai(self.messages[start:])
 
     @property
     def turns(self) -> list[TurnRecord]:
@@ -180,6 +191,7 @@ async def run_loop(
         state.calls,
         state.ledger,
         summary,
+        state.transcript.history_length,
     )
 
 

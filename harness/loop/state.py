@@ -85,7 +85,7 @@ class RunState:
         self.journaled_turns = turns
         self.run_id = run_id or f"{task.id}-{config.arm}-{uuid.uuid4().hex[:8]}"
         self.specs = toolset.specs()
-        self.transcript = Transcript(task.system or DEFAULT_LOOP_SYSTEM, task.prompt)
+        self.transcript = Transcript(task.system or DEFAULT_LOOP_SYSTEM, task.prompt, task.history)
         self.budgets = Budgets(config, task.id, self.run_id, task.max_turns or config.max_turns)
         self.results: dict[str, ToolResult] = {}
         self.calls: list[ToolCall] = []
@@ -172,10 +172,16 @@ class RunState:
         """Give every call a run-unique, arm-independent id (``call_0``, ``call_1``, ...)."""
         if not completion.tool_calls:
             return completion
-        calls = tuple(replace(c, id=f"call_{next(self._ids)}") for c in completion.tool_calls)
+        calls = tuple(replace(c, id=self._next_id()) for c in completion.tool_calls)
         for c in calls:
             self._emitted_turn[c.id] = self.turn
         return replace(completion, tool_calls=calls)
+
+    def _next_id(self) -> str:
+        while True:  # skip the ids a continued history already uses
+            call_id = f"call_{next(self._ids)}"
+            if call_id not in self.transcript.taken_ids:
+                return call_id
 
     def _record_turn(
         self, purpose: str, completion: Completion, started: float, window_open: bool

@@ -3,6 +3,11 @@
 It is what the serial arm would see, message for message, except that while a window is open
 each of its calls' tool messages holds the window's marker; :meth:`Transcript.fill` puts the
 result in its place when the window is revealed (the absorb turn).
+
+A run may start from an existing history (``Task.history``, already normalised by
+:mod:`harness.openai_format`) instead of a system prompt and a user prompt; its messages come
+first and are never changed, and :attr:`Transcript.history_length` says where the run's own
+messages begin.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.engines.base import Completion, Message, ToolCall
+from harness.openai_format import call_ids
 
 __all__ = ("Transcript",)
 
@@ -17,17 +23,29 @@ __all__ = ("Transcript",)
 class Transcript:
     """The messages of one run and where each call's result sits among them."""
 
-    def __init__(self, system: str, prompt: str) -> None:
-        self.messages: list[Message] = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": prompt},
-        ]
+    def __init__(self, system: str, prompt: str, history: Sequence[Message] = ()) -> None:
+        if history:
+            self.messages: list[Message] = [dict(m) for m in history]
+            if self.messages[0]["role"] != "system":
+                self.messages.insert(0, {"role": "system", "content": system})
+            self.history_length = len(self.messages)
+            if prompt:
+                self.messages.append({"role": "user", "content": prompt})
+        else:
+            self.messages = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": prompt},
+            ]
+            self.history_length = 0
+        #: Call ids the history already uses (the run's own calls get others).
+        self.taken_ids = call_ids(self.messages)
         self._result_at: dict[str, int] = {}
 
     @property
     def tool_messages(self) -> int:
-        """Tool messages so far (results and markers: every call emitted and kept)."""
-        return sum(1 for m in self.messages if m["role"] == "tool")
+        """Tool messages of this run so far (results and markers: every call emitted and
+        kept; a history's tool messages are not counted)."""
+        return sum(1 for m in self.messages[self.history_length :] if m["role"] == "tool")
 
     def visible_results(self, marker: str) -> tuple[str, ...]:
         """The result texts in the context now (markers of withheld results left out): what

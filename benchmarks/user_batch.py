@@ -1,0 +1,241 @@
+"""Your own tasks as jobs: one task of yours run once under one arm, and batches of them.
+
+:func:`run_user_job` runs a :class:`~harness.task.Task` (from ``harness run --prompt`` or a
+task file, :mod:`harness.task_file`) on a toolset of yours (a fresh one per job when it comes
+from a factory, :mod:`harness.toolset_ref`) and returns the same JSON-ready job dict as
+:func:`harness.benchmarks.jobs.run_job` (``job_id``, ``label``, ``success``, ``failures``,
+``error``, ``answer``, ``summary``, ``turns``, ``calls``, ``windows``), plus ``messages``:
+the final transcript as OpenAI-format messages. A task without a gold label succeeds when it
+finishes; one with a label is scored (:func:`harness.task_file.failures`).
+
+:func:`run_user_batch` runs every task of a task file under every chosen arm, ``concurrency``
+jobs at a time on one engine, and appends each finished job to ``out/results.jsonl`` with
+``harness bench``'s resume machinery: the directory is locked, ``plan.json`` fingerprints the
+plan (the task file's and manifest's contents, the toolset reference, arms and settings) so
+results of two plans never mix, finished jobs are skipped when the same command runs again,
+engine failures always run again and other errors with ``retry_failed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from harness._jsonl import open_append
+from harness._lockfile import lock_directory
+from harness._progress import Progress
+from harness.benchmarks.bench import check_plan, load_results, rerun_on_resume
+from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id
+from harness.engines.base import Engine, GenerationSettings
+from harness.errors import ConfigError, HarnessError
+from harness.ledger import Ledger, record_to_dict
+from harness.loop import FlattenSettings, LoopConfig, LoopResult, run_loop
+from harness.manifest import Manifest
+from harness.task import Task
+from harness.task_file import failures
+from harness.toolset_ref import ToolsetFactory
+
+__all__ = ("UserBatchPlan", "check_gold_policy", "run_user_batch", "run_user_job")
+
+
+def check_gold_policy(tasks: Sequence[Task], policy: str) -> None:
+    """The gold policy forces each task's gold calls: every task needs some."""
+    missing = [t.id for t in tasks if not t.gold_steps]
+    if policy == "gold" and missing:
+        raise ConfigError(
+            f"--policy gold forces each task's gold_calls, and task(s) {missing[:5]} have none; "
+            "add gold_calls to them or use --policy model."
+        )
+
+
+async def run_user_job(
+    engine: Engine,
+    task: Task,
+    toolset: ToolsetFactory,
+    spec: JobSpec,
+    manifest: Manifest | None,
+) -> dict[str, Any]:
+    """Run ``task`` once under ``spec`` (module docstring). A run that ends in a
+    :class:`~harness.errors.HarnessError` (a budget, an engine failure) is a failed job."""
+    ledger = Ledger(log=True)
+    config = LoopConfig(
+        arm=spec.arm,
+        policy=spec.policy,
+        detector=spec.detector,
+        generation=GenerationSettings(max_tokens=spec.max_tokens),
+        flatten=FlattenSettings(eager=spec.eager),
+    )
+    error = None
+    result: LoopResult | None = None
+    run_id = job_id(task.id, spec)
+    try:
+        result = await run_loop(
+            engine,
+            toolset(),
+            task,
+            config,
+            manifest=manifest if task.skill is not None else None,
+            ledger=ledger,
+            run_id=run_id,
+        )
+    except HarnessError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    records = [record_to_dict(r) for r in ledger.records]
+    if result is None:
+        missed = ["the run did not finish: " + (error or "")]
+    else:
+        missed = failures(task, result.calls, result.answer)
+    return {
+        "job_id": run_id,
+        "task_id": task.id,
+        "kind": "user",
+        "arm": spec.arm,
+        "eager": spec.eager,
+        "policy": spec.policy,
+        "detector": spec.detector,
+        "label": spec.label,
+        "success": not missed,
+        "scored": bool(task.gold_steps or task.gold_answer is not None),
+        "failures": missed,
+        "error": error,
+        "answer": None if result is None else result.answer,
+        "summary": next((r for r in records if r["kind"] == "run"), {}),
+        "turns": [r for r in records if r["kind"] == "turn"],
+        "calls": [r for r in records if r["kind"] == "call"],
+        "windows": [r for r in records if r["kind"] == "window"],
+        "messages": [] if result is None else result.openai_messages(),
+    }
+
+
+def _digest(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class UserBatchPlan:
+    """What a batch covers: the task file, the toolset reference, the manifest, the arm
+    labels (``S``, ``F``, ``F+eager``, ``P``, ``P+V``) and the run settings."""
+
+    out: Path
+    tasks_file: Path
+    toolset: str
+    manifest_file: Path | None = None
+    arms: tuple[str, ...] = ("S", "F")
+    policy: str = "model"
+    detector: str = "schema_sound"
+    max_tokens: int = 160
+    concurrency: int = 4
+    engine_label: str = "vllm"
+    model: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ConfigError(f"--concurrency must be at least 1, got {self.concurrency}.")
+
+    def settings(self) -> dict[str, Any]:
+        """What changes a job's result: everything but the output folder and concurrency;
+        the task file and manifest by their contents."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("out", "concurrency"):
+                continue
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+            if isinstance(value, Path):
+                out[f.name] = str(value)
+        out["tasks_sha256"] = _digest(self.tasks_file)
+        out["manifest_sha256"] = _digest(self.manifest_file)
+        return out
+
+    def fingerprint(self) -> str:
+        text = json.dumps(self.settings(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def specs(self) -> list[JobSpec]:
+        return [
+            JobSpec.from_label(
+                label, policy=self.policy, detector=self.detector, max_tokens=self.max_tokens
+            )
+            for label in dict.fromkeys(self.arms)
+        ]
+
+
+async def run_user_batch(
+    engine: Engine,
+    plan: UserBatchPlan,
+    tasks: Sequence[Task],
+    toolset: ToolsetFactory,
+    manifest: Manifest | None,
+    *,
+    retry_failed: bool = False,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) the batch; return ``{"jobs", "succeeded", "errors", "ran", "skipped",
+    "wall_s", "results", "selected"}`` over the plan's jobs (``selected``: their job dicts, the
+    last run of each; ``results``: the results file; module docstring)."""
+    lock = lock_directory(
+        plan.out,
+        lambda holder: ConfigError(
+            f"{plan.out} is being written by {holder} (another batch); wait for it to finish, "
+            "stop it, or use another --out."
+        ),
+    )
+    try:
+        return await _run_locked(engine, plan, tasks, toolset, manifest, retry_failed, progress)
+    finally:
+        lock.close()
+
+
+async def _run_locked(
+    engine: Engine,
+    plan: UserBatchPlan,
+    tasks: Sequence[Task],
+    toolset: ToolsetFactory,
+    manifest: Manifest | None,
+    retry_failed: bool,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    results_path = plan.out / "results.jsonl"
+    jobs = load_results(results_path)
+    check_plan(plan.out, plan.settings(), plan.fingerprint(), has_results=bool(jobs))
+    planned = [(task, spec) for task in tasks for spec in plan.specs()]
+    rerun = {j["job_id"] for j in jobs if rerun_on_resume(j, retry_failed)}
+    done = {j["job_id"] for j in jobs} - rerun
+    todo = [(t, s) for t, s in planned if job_id(t.id, s) not in done]
+    bar = progress or Progress(len(todo), "jobs")
+    limiter = anyio.CapacityLimiter(plan.concurrency)
+    started = time.monotonic()
+
+    async def one(task: Task, spec: JobSpec) -> None:
+        async with limiter:
+            job = await run_user_job(engine, task, toolset, spec, manifest)
+        jobs.append(job)
+        with open_append(results_path) as out:  # a torn line from a crash is ended first
+            out.write(dumps(job) + "\n")
+        bar.advance(job["job_id"], failed=not job["success"])
+
+    async with anyio.create_task_group() as group:
+        for task, spec in todo:
+            group.start_soon(one, task, spec)
+    planned_ids = {job_id(t.id, s) for t, s in planned}
+    latest = {j["job_id"]: j for j in jobs}
+    selected = [j for j in latest.values() if j["job_id"] in planned_ids]
+    return {
+        "jobs": len(selected),
+        "succeeded": sum(1 for j in selected if j["success"]),
+        "errors": dict(error_kinds(selected)),
+        "ran": len(todo),
+        "skipped": len(planned) - len(todo),
+        "wall_s": time.monotonic() - started,
+        "results": str(results_path),
+        "selected": selected,
+    }

@@ -1,0 +1,276 @@
+"""``harness run`` on your own task: ``--toolset`` with ``--prompt``, or a batch ``--tasks``.
+
+The options (registered by :mod:`harness._commands.run`): ``--toolset MODULE:ATTR``,
+``--manifest FILE``, ``--skill NAME``, ``--prompt TEXT``, ``--inputs JSON|@FILE`` for one
+task, ``--tasks FILE`` (with ``--out``, ``--concurrency``, ``--retry-failed``) for a batch.
+Every bad combination or input is a :class:`~harness.errors.ConfigError` (exit 2, one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from harness._commands._engine_args import open_engine
+from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
+from harness._commands._signals import until_signalled
+from harness._jsonl import open_append
+from harness.errors import ConfigError
+from harness.manifest import Manifest, load_manifest
+from harness.task import Task
+
+__all__ = ("USER_ARMS", "add_user_task_arguments", "is_user_task", "run_user_task")
+
+#: The arms a task of yours runs under unless --arm says otherwise.
+USER_ARMS = ("S", "F")
+_WORKLOAD_ONLY = ("seed", "latency", "sigma", "journal", "resume")
+
+
+def add_user_task_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "your own task (instead of --task)",
+        "run a task on your toolset: --toolset with --prompt, or a batch with --tasks FILE",
+    )
+    group.add_argument(
+        "--toolset",
+        metavar="MODULE:ATTR",
+        help="your toolset: a harness.Toolset, or a factory returning one (called once per "
+        "run), in a module (mypkg.tools:toolset) or a file (tools.py:make_toolset)",
+    )
+    group.add_argument(
+        "--manifest",
+        metavar="FILE",
+        type=Path,
+        help="your skill manifest (TOML): the phases that let arm F certify windows",
+    )
+    group.add_argument(
+        "--skill",
+        metavar="NAME",
+        help="the manifest skill of the task (default: the manifest's only skill); with "
+        "--tasks, the skill of tasks that name none",
+    )
+    group.add_argument("--prompt", metavar="TEXT", help="what you ask (one task)")
+    group.add_argument(
+        "--inputs",
+        metavar="JSON|@FILE",
+        help="the task inputs the manifest's input:FIELD sources read: a JSON object, or "
+        "@FILE holding one",
+    )
+    group.add_argument(
+        "--tasks",
+        metavar="FILE",
+        type=Path,
+        help="a batch of your tasks: a .jsonl or .toml task file (id, prompt, skill, inputs, "
+        "optional gold_answer / gold_calls); writes a resumable DIR/results.jsonl",
+    )
+    group.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        help="with --tasks: the output directory (default runs/tasks-STEM); rerun the same "
+        "command to resume",
+    )
+    group.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        metavar="K",
+        help="with --tasks: jobs sharing the engine at once (default 4)",
+    )
+    group.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --tasks, on resume: run again the jobs that errored (engine failures "
+        "always run again)",
+    )
+
+
+def is_user_task(args: argparse.Namespace) -> bool:
+    """Whether the options ask for a task of yours (any of its options given)."""
+    return any(
+        getattr(args, name) is not None
+        for name in ("toolset", "manifest", "skill", "prompt", "inputs", "tasks", "out")
+    ) or bool(args.retry_failed)
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    if args.task is not None:
+        raise ConfigError(
+            "--task ID runs a task of the seeded workload; --toolset/--prompt/--tasks run your "
+            "own. Pass one or the other."
+        )
+    given = [f"--{n}" for n in _WORKLOAD_ONLY if getattr(args, n, None) is not None]
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)} apply to the seeded workload (--task) only; drop "
+            f"{'it' if len(given) == 1 else 'them'} for your own task."
+        )
+    if args.toolset is None:
+        raise ConfigError(
+            "Your own task needs --toolset MODULE:ATTR (a harness.Toolset or a factory "
+            "returning one), e.g. --toolset mytools:toolset --prompt '...'."
+        )
+    if args.tasks is not None:
+        if args.prompt is not None or args.inputs is not None:
+            raise ConfigError(
+                f"--tasks {args.tasks} holds each task's prompt and inputs; drop --prompt and "
+                "--inputs (or drop --tasks to run one task)."
+            )
+    else:
+        if args.prompt is None:
+            raise ConfigError("--toolset needs --prompt TEXT (one task) or --tasks FILE (a batch).")
+        for name in ("out", "retry_failed"):
+            if getattr(args, name):
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(f"{flag} is for a batch (--tasks FILE); drop it for one task.")
+    if args.skill is not None and args.manifest is None:
+        raise ConfigError(
+            f"--skill {args.skill} names a skill of a manifest; pass --manifest FILE too."
+        )
+
+
+def _skill(manifest: Manifest | None, skill: str | None, *, required: bool) -> str | None:
+    if manifest is None:
+        return None
+    if skill is not None:
+        manifest.skill(skill)  # an unknown name is an error that lists the skills
+        return skill
+    if len(manifest.skills) == 1:
+        return next(iter(manifest.skills))
+    if not required:
+        return None
+    raise ConfigError(
+        f"{manifest.source} has {len(manifest.skills)} skills; choose one with --skill NAME "
+        f"({', '.join(manifest.skills)})."
+    )
+
+
+def run_user_task(args: argparse.Namespace) -> int:
+    """``harness run`` with your own task or tasks (module docstring)."""
+    from harness.benchmarks.user_batch import UserBatchPlan, check_gold_policy, run_user_job
+    from harness.task_file import load_task_file, parse_inputs
+    from harness.toolset_ref import load_toolset
+
+    _check_options(args)
+    arms = tuple(args.arm or USER_ARMS)
+    policy = args.policy or "model"
+    if args.max_tokens < 8:
+        raise ConfigError("--max-tokens must be at least 8.")
+    manifest = load_manifest(args.manifest) if args.manifest is not None else None
+    default_skill = _skill(manifest, args.skill, required=args.tasks is None)
+    factory = load_toolset(args.toolset)
+    if manifest is not None:
+        manifest.check_tools(factory())
+    if args.tasks is not None:
+        tasks = [_with_skill(t, default_skill, manifest) for t in load_task_file(args.tasks)]
+    else:
+        inputs = parse_inputs(args.inputs) if args.inputs is not None else {}
+        tasks = [Task(id="task", prompt=args.prompt, skill=default_skill, inputs=inputs)]
+    if args.engine == "scripted" and policy != "gold":
+        raise ConfigError(
+            "--engine scripted only replays gold calls; use --policy gold (tasks with "
+            "gold_calls) or a real engine."
+        )
+    check_gold_policy(tasks, policy)
+    plan = UserBatchPlan(
+        out=args.out or Path(f"runs/tasks-{args.tasks.stem if args.tasks else 'one'}"),
+        tasks_file=args.tasks or Path(),
+        toolset=args.toolset,
+        manifest_file=args.manifest,
+        arms=arms,
+        policy=policy,
+        detector=args.detector,
+        max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        engine_label=args.engine,
+        model=args.model,
+    )
+    if args.tasks is not None:
+        return _run_batch(args, plan, tasks, factory, manifest)
+
+    async def go() -> list[dict[str, Any]]:
+        done = []
+        async with open_engine(args) as engine:
+            for spec in plan.specs():
+                job = await run_user_job(engine, tasks[0], factory, spec, manifest)
+                done.append(job)
+                if args.trace:
+                    with open_append(Path(args.trace)) as out:
+                        out.write(json.dumps(job, sort_keys=True, default=str) + "\n")
+        return done
+
+    jobs = anyio.run(until_signalled, go, "arms that finished are printed above.")
+    return _report(args, jobs, f"your task, skill {default_skill}, policy {policy}")
+
+
+def _with_skill(task: Task, skill: str | None, manifest: Manifest | None) -> Task:
+    if task.skill is None:
+        if manifest is not None and skill is None:
+            raise ConfigError(
+                f"Task {task.id!r} names no skill and {manifest.source} has "
+                f"{len(manifest.skills)}; give the task a skill or pass --skill NAME "
+                f"({', '.join(manifest.skills)})."
+            )
+        return Task(**{**task.__dict__, "skill": skill})
+    if manifest is None:
+        raise ConfigError(
+            f"Task {task.id!r} names skill {task.skill!r}, but no --manifest FILE says what "
+            "its phases are; pass --manifest."
+        )
+    manifest.skill(task.skill)
+    return task
+
+
+def _run_batch(
+    args: argparse.Namespace, plan: Any, tasks: list[Task], factory: Any, manifest: Any
+) -> int:
+    from harness.benchmarks.user_batch import run_user_batch
+
+    async def go() -> dict[str, Any]:
+        async with open_engine(args) as engine:
+            return await run_user_batch(
+                engine, plan, tasks, factory, manifest, retry_failed=args.retry_failed
+            )
+
+    summary = anyio.run(
+        until_signalled,
+        go,
+        f"finished jobs are in {plan.out / 'results.jsonl'}: rerun the same command to resume.",
+    )
+    return _report(
+        args,
+        summary["selected"],
+        f"{len(tasks)} task(s) from {args.tasks}, results in {summary['results']} "
+        f"({summary['ran']} run now, {summary['skipped']} kept from before)",
+    )
+
+
+def _report(args: argparse.Namespace, jobs: list[dict[str, Any]], head: str) -> int:
+    from harness._commands._table import render_table
+    from harness.benchmarks.jobs import errored_summary
+
+    if args.json:
+        print(json.dumps(jobs, indent=2, sort_keys=True, default=str))
+    else:
+        print(f"{head}, engine {args.engine}")
+        rows = [{**j, "label": f"{j['task_id']} {j['label']}"} for j in jobs]
+        print(render_table(rows if args.tasks else jobs))
+        for job in jobs:
+            name = f"{job['task_id']} {job['label']}" if args.tasks else job["label"]
+            if job["answer"] is not None:
+                print(f"  {name} answer: {str(job['answer'])[:200]}")
+            if job["failures"]:
+                print(f"  {name}: " + "; ".join(job["failures"][:3]))
+    errored = errored_summary(jobs)
+    if errored is None:
+        return EXIT_OK
+    print(f"error: {errored}", file=sys.stderr)
+    for job in jobs:
+        if job["error"]:
+            print(f"  {job['job_id']}: {job['error']}", file=sys.stderr)
+    return EXIT_JOB_FAILED
