@@ -163,3 +163,26 @@ def test_a_worker_killed_mid_job_is_resumed_by_another_without_repeating_a_write
     got = _by_id(load_results(on_ray.out / "results.jsonl"))
     assert got == expected
     assert got["mixed-06|S|gold"]["success"]
+
+
+def test_a_batch_of_your_own_tasks_on_ray_gives_the_results_of_a_local_batch(
+    cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+    from tests.test_user_tasks import MANIFEST_TOML, batch, write_tasks
+
+    manifest = tmp_path / "skills.toml"
+    manifest.write_text(MANIFEST_TOML)
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 4)
+    assert main(batch(manifest, tasks, tmp_path / "local", "--concurrency", "2")) == 0
+    on_ray = ["--concurrency", "2", "--ray", "auto", "--ray-workers", "2"]
+    assert main(batch(manifest, tasks, tmp_path / "ray", *on_ray)) == 0
+    assert "8 run now, 0 kept from before" in capsys.readouterr().out
+    expected = _by_id(load_results(tmp_path / "local" / "results.jsonl"))
+    got = _by_id(load_results(tmp_path / "ray" / "results.jsonl"))
+    assert len(got) == 8
+    assert got == expected
+    journals = tmp_path / "ray" / "ray-jobs"
+    pids = {a["pid"] for j in got for a in read_attempts(job_directory(journals, j))}
+    assert len(pids) == 2, "the jobs ran on both workers"
+    assert all((job_directory(journals, j) / "journal" / "journal.jsonl").exists() for j in got)

@@ -53,3 +53,11 @@ def test_job_directories_are_safe_names_and_distinct_for_ids_that_clean_up_alike
     assert a.parent == Path("j")
     assert a.name.startswith("mixed-06_F_eager_gold-")
     assert a != b
+
+
+def test_run_with_ray_needs_a_batch_of_tasks(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--task", "chain-00", "--engine", "scripted", "--ray", "auto"]
+    assert main(argv) == 2
+    assert "--ray runs a batch of tasks on a cluster: use it with --tasks FILE" in (
+        capsys.readouterr().err
+    )

@@ -1,4 +1,5 @@
-"""``--ray`` and its options, shared by the commands that can run their jobs on Ray (bench)."""
+"""``--ray`` and its options, shared by the commands that run their jobs on Ray: ``harness
+bench`` and ``harness run --tasks FILE``."""
 
 from __future__ import annotations
 
@@ -50,8 +51,14 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_ray_arguments(args: argparse.Namespace) -> None:
-    """Options that only mean something with ``--ray`` are refused without it."""
+def check_ray_arguments(args: argparse.Namespace, *, batch_option: str | None = None) -> None:
+    """Options that only mean something with ``--ray`` are refused without it; with
+    ``batch_option`` (``harness run``), ``--ray`` needs that option (``--tasks FILE``)."""
+    if args.ray is not None and batch_option and getattr(args, batch_option, None) is None:
+        raise ConfigError(
+            f"--ray runs a batch of tasks on a cluster: use it with --{batch_option} FILE (the "
+            "seeded workload runs on Ray with `harness bench --ray`)."
+        )
     if args.ray is None:
         given = [
             name

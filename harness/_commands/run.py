@@ -12,6 +12,7 @@ import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
 from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
+from harness._commands._ray_args import add_ray_arguments, check_ray_arguments
 from harness._commands._signals import until_signalled
 from harness._commands._table import render_table
 from harness._commands.run_user import add_user_task_arguments, is_user_task, run_user_task
@@ -130,6 +131,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_user_task_arguments(parser)
     add_engine_arguments(parser)
+    add_ray_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -195,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.benchmarks.tasks import generate_tasks, task_by_id
     from harness.toolsets.workspace import load_workspace_manifest
 
+    check_ray_arguments(args, batch_option="tasks")
     if is_user_task(args):
         return run_user_task(args)
     for name, default in _WORKLOAD_DEFAULTS.items():
