@@ -275,8 +275,13 @@ class RayPool:
 
 
 def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
+    """One line for a Ray error: the exception a worker's constructor raised (the last line
+    of Ray's traceback text), else Ray's own first line."""
+    text = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines()]
+    text = [line for line in text if line]
+    if not text:
+        return type(exc).__name__
+    return (text[-1] if getattr(exc, "actor_init_failed", False) else text[0])[:300]
 
 
 def read_attempts(directory: Path) -> list[dict[str, Any]]:
