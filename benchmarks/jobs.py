@@ -52,6 +52,16 @@ class JobSpec:
             raise ConfigError(f"Unknown arm {label!r}; choose S, F, F+eager, P or P+V.")
         return cls(arm=arm, eager=label == "F+eager", **fields)  # type: ignore[arg-type]
 
+    def loop_config(self) -> LoopConfig:
+        """The loop's configuration for this job: arm, policy, detector, budget, eager."""
+        return LoopConfig(
+            arm=self.arm,
+            policy=self.policy,
+            detector=self.detector,
+            generation=GenerationSettings(max_tokens=self.max_tokens),
+            flatten=FlattenSettings(eager=self.eager),
+        )
+
     @property
     def label(self) -> str:
         base = f"{self.arm}+eager" if self.eager else self.arm
@@ -108,13 +118,7 @@ async def run_job(
         toolset, state = durable_toolset(store, latency=latency), store.state()
         journal = Journal.open(durable / "journal", job_id(wt.id, spec), meta={"job": spec.label})
     ledger = Ledger(log=True)
-    config = LoopConfig(
-        arm=spec.arm,
-        policy=spec.policy,
-        detector=spec.detector,
-        generation=GenerationSettings(max_tokens=spec.max_tokens),
-        flatten=FlattenSettings(eager=spec.eager),
-    )
+    config = spec.loop_config()
     error = None
     result: LoopResult | None = None
     try:

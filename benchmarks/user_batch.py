@@ -38,11 +38,11 @@ from harness._lockfile import lock_directory
 from harness._progress import Progress
 from harness.benchmarks.bench import JobExecutor, check_plan, load_results, rerun_on_resume
 from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id
-from harness.engines.base import Engine, GenerationSettings
+from harness.engines.base import Engine
 from harness.errors import ConfigError, HarnessError
 from harness.journal import Journal
 from harness.ledger import Ledger, record_to_dict
-from harness.loop import FlattenSettings, LoopConfig, LoopResult, run_loop
+from harness.loop import LoopResult, run_loop
 from harness.manifest import Manifest, load_manifest
 from harness.task import Task
 from harness.task_file import failures
@@ -76,13 +76,7 @@ async def run_user_job(
     ``durable``: a directory for the run's journal (``journal/``); one that holds it already
     resumes the run (journaled turns and calls are replayed, not repeated)."""
     ledger = Ledger(log=True)
-    config = LoopConfig(
-        arm=spec.arm,
-        policy=spec.policy,
-        detector=spec.detector,
-        generation=GenerationSettings(max_tokens=spec.max_tokens),
-        flatten=FlattenSettings(eager=spec.eager),
-    )
+    config = spec.loop_config()
     error = None
     result: LoopResult | None = None
     run_id = job_id(task.id, spec)
