@@ -55,6 +55,7 @@ from harness.engines.base import Engine
 from harness.errors import ConfigError, EngineDeadError
 
 __all__ = (
+    "CLOSE_TIMEOUT_S",
     "MAX_ATTEMPTS",
     "JobRunner",
     "RayPool",
@@ -66,6 +67,8 @@ __all__ = (
 
 #: Workers a job may lose before the run gives up on it.
 MAX_ATTEMPTS = 3
+#: Seconds a worker has to close its engine when the pool is left on an error or a signal.
+CLOSE_TIMEOUT_S = 10.0
 
 EngineOpener = Callable[[], AbstractAsyncContextManager[Engine]]
 
@@ -216,7 +219,7 @@ class RayPool:
             try:
                 slot.info = await slot.handle.where.remote()
             except ray.exceptions.RayError as exc:
-                await self.__aexit__()
+                await self.__aexit__(EngineDeadError, None, None)
                 raise EngineDeadError(
                     f"Ray worker {slot.index} of {count} could not open its engine: "
                     f"{_reason(exc)}; check the engine options on that node (the same model "
@@ -225,10 +228,16 @@ class RayPool:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        """Close every worker's engine, then end the workers. Leaving on an error or a
+        cancellation (jobs may still run there) gives each :data:`CLOSE_TIMEOUT_S` to close:
+        a job cut short is in its journal, which is what the journal is for."""
         ray = require_ray()
         with anyio.CancelScope(shield=True):
             for slot in self.slots:
-                with suppress(ray.exceptions.RayError):  # a dead worker has nothing to close
+                with (
+                    anyio.move_on_after(None if not exc or exc[0] is None else CLOSE_TIMEOUT_S),
+                    suppress(ray.exceptions.RayError),  # a dead worker has nothing to close
+                ):
                     await slot.handle.close.remote()
                 ray.kill(slot.handle)
         self.slots = []
