@@ -115,12 +115,20 @@ def connect(address: str, *, num_cpus: int | None = None) -> bool:
     if path:  # a checkout on the path (not installed): the workers need it too
         env["PYTHONPATH"] = path
     options["runtime_env"] = {"env_vars": env}
-    try:
-        if address == "auto":
+    if address == "auto":
+        try:
             ray.init(num_cpus=num_cpus, **options)
-        else:
-            ray.init(address=address, **options)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+        except Exception as exc:  # Ray raises a bare Exception when its node times out
+            with suppress(Exception):
+                ray.shutdown()  # whatever part of the cluster did start
+            raise EngineDeadError(
+                f"Ray could not start a local cluster: {_reason(exc)} On a busy machine try "
+                "again, or start one with `ray start --head` and pass its address to --ray."
+            ) from None
+        return True
+    try:
+        ray.init(address=address, **options)
+    except Exception as exc:  # ConnectionError, RuntimeError, ValueError, or a bare Exception
         raise ConfigError(
             f"Could not reach the Ray cluster at {address!r} ({exc}); start one with "
             "`ray start --head` and pass the address it prints, or use --ray auto for a "
