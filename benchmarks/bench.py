@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -52,10 +52,13 @@ from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop import LoopConfig, run_loop
+from harness.manifest import Manifest
 from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = (
+    "BenchJobRunner",
     "BenchPlan",
+    "JobExecutor",
     "check_plan",
     "load_results",
     "plan_jobs",
@@ -194,6 +197,55 @@ def plan_jobs(plan: BenchPlan) -> list[PlannedJob]:
     return jobs
 
 
+async def run_planned(
+    engine: Engine, item: PlannedJob, manifest: Manifest, durable: Path | None = None
+) -> dict[str, Any]:
+    """Run one planned job: a workload job (journaled in ``durable`` when given) or a BFCL one
+    (stub tools with no effects: nothing to journal)."""
+    if item.workload is not None:
+        return await run_job(engine, item.workload, item.spec, manifest, durable=durable)
+    assert item.bfcl is not None
+    return await run_bfcl_job(engine, item.bfcl, item.spec)
+
+
+class BenchJobRunner:
+    """One job of ``plan`` by id, on a worker's engine, journaled in the job's directory: what
+    a Ray worker runs (:class:`harness.benchmarks.ray_pool.JobRunner`). It travels as the plan
+    and expands it to jobs on the worker, once."""
+
+    def __init__(self, plan: BenchPlan) -> None:
+        self.plan = plan
+        self._jobs: dict[str, PlannedJob] | None = None
+        self._manifest: Manifest | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"plan": self.plan, "_jobs": None, "_manifest": None}
+
+    async def __call__(self, engine: Engine, job_id: str, directory: Path) -> dict[str, Any]:
+        if self._jobs is None or self._manifest is None:
+            self._jobs = {p.id: p for p in plan_jobs(self.plan)}
+            self._manifest = load_workspace_manifest()
+        return await run_planned(engine, self._jobs[job_id], self._manifest, directory)
+
+
+class JobExecutor(Protocol):
+    """Runs jobs somewhere else (a Ray cluster: :class:`harness.benchmarks.ray_pool.RayPool`)
+    and hands each job's dict back to the driver, which writes it."""
+
+    @property
+    def capacity(self) -> int:
+        """Jobs it runs at once."""
+        ...
+
+    async def run(self, job_id: str, *, fresh: bool = False) -> dict[str, Any]:
+        """Run one job (``fresh``: from scratch, not from its journal) and return its dict."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Where the jobs ran, for the report's metadata."""
+        ...
+
+
 async def run_bfcl_job(engine: Engine, entry: BFCLEntry, spec: JobSpec) -> dict[str, Any]:
     """One BFCL entry at temperature 0: the calls are collected across turns (stub results)
     until the model stops calling, then scored with BFCL's AST-checker rules."""
@@ -323,9 +375,17 @@ def _rerun_on_resume(job: dict[str, Any], retry_failed: bool) -> bool:
 
 
 async def run_bench(
-    engine: Engine, plan: BenchPlan, *, scripted: bool = False, retry_failed: bool = False
+    engine: Engine | None,
+    plan: BenchPlan,
+    *,
+    scripted: bool = False,
+    retry_failed: bool = False,
+    executor: JobExecutor | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the plan on ``engine``; write results, summary, regime, report.
+
+    With ``executor`` (e.g. a Ray pool) the jobs run there (``engine`` is not used) and this
+    process still writes every result, the progress bar and the report.
 
     The returned summary also says how many selected jobs there are (``jobs``) and how many
     errored, by error kind (``errors``)."""
@@ -339,13 +399,18 @@ async def run_bench(
         ),
     )
     try:
-        return await _run_locked(engine, plan, scripted, retry_failed, write_report)
+        return await _run_locked(engine, plan, scripted, retry_failed, executor, write_report)
     finally:
         lock.close()
 
 
 async def _run_locked(
-    engine: Engine, plan: BenchPlan, scripted: bool, retry_failed: bool, write_report: Any
+    engine: Engine | None,
+    plan: BenchPlan,
+    scripted: bool,
+    retry_failed: bool,
+    executor: JobExecutor | None,
+    write_report: Any,
 ) -> dict[str, Any]:
     results_path = plan.out / "results.jsonl"
     jobs = load_results(results_path)
@@ -369,16 +434,16 @@ async def _run_locked(
         print(
             f"kept {len(kept)} errored job(s) as results ({kinds}); --retry-failed runs them again"
         )
-    limiter = anyio.CapacityLimiter(plan.concurrency)
+    limiter = anyio.CapacityLimiter(plan.concurrency if executor is None else executor.capacity)
     started = time.monotonic()
 
     async def one(item: PlannedJob) -> None:
         async with limiter:
-            if item.workload is not None:
-                job = await run_job(engine, item.workload, item.spec, manifest)
+            if executor is not None:
+                job = await executor.run(item.id, fresh=item.id in rerun)
             else:
-                assert item.bfcl is not None
-                job = await run_bfcl_job(engine, item.bfcl, item.spec)
+                assert engine is not None, "run_bench needs an engine or an executor"
+                job = await run_planned(engine, item, manifest)
         jobs.append(job)
         with open_append(results_path) as out:  # a torn line from a crash is ended first
             out.write(dumps(job) + "\n")
@@ -396,6 +461,8 @@ async def _run_locked(
         "bench_wall_s": time.monotonic() - started,
         "versions": versions(),
     }
+    if executor is not None:
+        meta["executor"] = executor.describe()
     summary: dict[str, Any] = write_report(
         selected, plan.out, meta, declared_gap_pp=plan.declared_gap_pp
     )

@@ -53,7 +53,7 @@ class JobSpec:
         return cls(arm=arm, eager=label == "F+eager", **fields)  # type: ignore[arg-type]
 
     def loop_config(self) -> LoopConfig:
-        """The loop settings of a job of this spec."""
+        """The loop's configuration for this job: arm, policy, detector, budget, eager."""
         return LoopConfig(
             arm=self.arm,
             policy=self.policy,

@@ -189,6 +189,19 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
+def _executor_lines(executor: Mapping[str, Any] | None) -> list[str]:
+    """Where the jobs ran, when not in this process (a Ray pool's :meth:`describe`)."""
+    if not executor:
+        return []
+    lost = executor.get("jobs_resumed_after_lost_worker", {})
+    return [
+        f"Ran on Ray: {len(executor.get('workers', []))} worker(s) on {executor.get('nodes')} "
+        f"node(s), {executor.get('concurrency_per_worker')} job(s) at a time each; "
+        f"{len(lost)} job(s) resumed from their journal after losing a worker.",
+        "",
+    ]
+
+
 def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
     meta = summary["meta"]
     lines = ["# Benchmark report: the parallelism dividend, measured", ""]
@@ -200,6 +213,7 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(meta.get("versions", {}).items())),
         "",
+        *_executor_lines(meta.get("executor")),
         "## Verdicts",
         "",
         "| criterion | verdict | numbers |",

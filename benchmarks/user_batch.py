@@ -13,13 +13,18 @@ jobs at a time on one engine, and appends each finished job to ``out/results.jso
 ``harness bench``'s resume machinery: the directory is locked, ``plan.json`` fingerprints the
 plan (the task file's and manifest's contents, the toolset reference, arms and settings) so
 results of two plans never mix, finished jobs are skipped when the same command runs again,
-engine failures always run again and other errors with ``retry_failed``.
+engine failures always run again and other errors with ``retry_failed``. With an
+``executor`` (``harness run --tasks FILE --ray ...``: :class:`UserJobRunner` on
+:class:`~harness.benchmarks.ray_pool.RayPool` workers) each job runs journaled in its own
+directory, so a job whose worker died resumes on another without repeating a call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -31,18 +36,19 @@ import anyio
 from harness._jsonl import open_append
 from harness._lockfile import lock_directory
 from harness._progress import Progress
-from harness.benchmarks.bench import check_plan, load_results, rerun_on_resume
+from harness.benchmarks.bench import JobExecutor, check_plan, load_results, rerun_on_resume
 from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id
 from harness.engines.base import Engine
 from harness.errors import ConfigError, HarnessError
+from harness.journal import Journal
 from harness.ledger import Ledger, record_to_dict
 from harness.loop import LoopResult, run_loop
-from harness.manifest import Manifest
+from harness.manifest import Manifest, load_manifest
 from harness.task import Task
 from harness.task_file import failures
-from harness.toolset_ref import ToolsetFactory
+from harness.toolset_ref import ToolsetFactory, load_toolset
 
-__all__ = ("UserBatchPlan", "check_gold_policy", "run_user_batch", "run_user_job")
+__all__ = ("UserBatchPlan", "UserJobRunner", "check_gold_policy", "run_user_batch", "run_user_job")
 
 
 def check_gold_policy(tasks: Sequence[Task], policy: str) -> None:
@@ -61,14 +67,22 @@ async def run_user_job(
     toolset: ToolsetFactory,
     spec: JobSpec,
     manifest: Manifest | None,
+    *,
+    durable: Path | None = None,
 ) -> dict[str, Any]:
     """Run ``task`` once under ``spec`` (module docstring). A run that ends in a
-    :class:`~harness.errors.HarnessError` (a budget, an engine failure) is a failed job."""
+    :class:`~harness.errors.HarnessError` (a budget, an engine failure) is a failed job.
+
+    ``durable``: a directory for the run's journal (``journal/``); one that holds it already
+    resumes the run (journaled turns and calls are replayed, not repeated)."""
     ledger = Ledger(log=True)
     config = spec.loop_config()
     error = None
     result: LoopResult | None = None
     run_id = job_id(task.id, spec)
+    journal = None
+    if durable is not None:
+        journal = Journal.open(durable / "journal", run_id, meta={"job": spec.label})
     try:
         result = await run_loop(
             engine,
@@ -77,10 +91,14 @@ async def run_user_job(
             config,
             manifest=manifest if task.skill is not None else None,
             ledger=ledger,
-            run_id=run_id,
+            run_id=None if journal is not None else run_id,
+            journal=journal,
         )
     except HarnessError as exc:
         error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if journal is not None:
+            journal.close()
     records = [record_to_dict(r) for r in ledger.records]
     if result is None:
         missed = ["the run did not finish: " + (error or "")]
@@ -164,8 +182,44 @@ class UserBatchPlan:
         ]
 
 
+class UserJobRunner:
+    """One job of a batch by id, on a worker's engine, journaled in the job's directory: what a
+    Ray worker runs (:class:`harness.benchmarks.ray_pool.JobRunner`). It travels as the plan,
+    the tasks (data) and the folder the command ran in; the worker loads the toolset and the
+    manifest from their references there, once (so they must be reachable from every node)."""
+
+    def __init__(self, plan: UserBatchPlan, tasks: Sequence[Task]) -> None:
+        self.plan = plan
+        self.tasks = list(tasks)
+        self.cwd = os.getcwd()
+        self._loaded: tuple[ToolsetFactory, Manifest | None] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_loaded": None}
+
+    def _load(self) -> tuple[ToolsetFactory, Manifest | None]:
+        if self._loaded is None:
+            with contextlib.chdir(self.cwd):  # relative references, as on the driver
+                factory = load_toolset(self.plan.toolset)
+                manifest = (
+                    load_manifest(self.plan.manifest_file) if self.plan.manifest_file else None
+                )
+            self._loaded = (factory, manifest)
+        return self._loaded
+
+    async def __call__(self, engine: Engine, job: str, directory: Path) -> dict[str, Any]:
+        factory, manifest = self._load()
+        for task in self.tasks:
+            for spec in self.plan.specs():
+                if job_id(task.id, spec) == job:
+                    return await run_user_job(
+                        engine, task, factory, spec, manifest, durable=directory
+                    )
+        raise ConfigError(f"Job {job!r} is not in the batch of {self.plan.tasks_file}.")
+
+
 async def run_user_batch(
-    engine: Engine,
+    engine: Engine | None,
     plan: UserBatchPlan,
     tasks: Sequence[Task],
     toolset: ToolsetFactory,
@@ -173,10 +227,12 @@ async def run_user_batch(
     *,
     retry_failed: bool = False,
     progress: Progress | None = None,
+    executor: JobExecutor | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the batch; return ``{"jobs", "succeeded", "errors", "ran", "skipped",
     "wall_s", "results", "selected"}`` over the plan's jobs (``selected``: their job dicts, the
-    last run of each; ``results``: the results file; module docstring)."""
+    last run of each; ``results``: the results file; module docstring). With ``executor``
+    the jobs run there (``engine`` is not used) and this process still writes every result."""
     lock = lock_directory(
         plan.out,
         lambda holder: ConfigError(
@@ -185,19 +241,22 @@ async def run_user_batch(
         ),
     )
     try:
-        return await _run_locked(engine, plan, tasks, toolset, manifest, retry_failed, progress)
+        return await _run_locked(
+            engine, plan, tasks, toolset, manifest, retry_failed, progress, executor
+        )
     finally:
         lock.close()
 
 
 async def _run_locked(
-    engine: Engine,
+    engine: Engine | None,
     plan: UserBatchPlan,
     tasks: Sequence[Task],
     toolset: ToolsetFactory,
     manifest: Manifest | None,
     retry_failed: bool,
     progress: Progress | None,
+    executor: JobExecutor | None,
 ) -> dict[str, Any]:
     results_path = plan.out / "results.jsonl"
     jobs = load_results(results_path)
@@ -207,12 +266,17 @@ async def _run_locked(
     done = {j["job_id"] for j in jobs} - rerun
     todo = [(t, s) for t, s in planned if job_id(t.id, s) not in done]
     bar = progress or Progress(len(todo), "jobs")
-    limiter = anyio.CapacityLimiter(plan.concurrency)
+    limiter = anyio.CapacityLimiter(plan.concurrency if executor is None else executor.capacity)
     started = time.monotonic()
 
     async def one(task: Task, spec: JobSpec) -> None:
         async with limiter:
-            job = await run_user_job(engine, task, toolset, spec, manifest)
+            if executor is not None:
+                key = job_id(task.id, spec)
+                job = await executor.run(key, fresh=key in rerun)
+            else:
+                assert engine is not None, "run_user_batch needs an engine or an executor"
+                job = await run_user_job(engine, task, toolset, spec, manifest)
         jobs.append(job)
         with open_append(results_path) as out:  # a torn line from a crash is ended first
             out.write(dumps(job) + "\n")
@@ -233,4 +297,5 @@ async def _run_locked(
         "wall_s": time.monotonic() - started,
         "results": str(results_path),
         "selected": selected,
+        **({"executor": executor.describe()} if executor is not None else {}),
     }

@@ -12,6 +12,7 @@ import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
 from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
+from harness._commands._ray_args import add_ray_arguments, check_ray_arguments, open_ray_pool
 from harness._commands._signals import until_signalled
 from harness.errors import ConfigError
 
@@ -45,6 +46,7 @@ examples:
   harness bench --out runs/full --retry-failed   # ...and run the jobs that errored again
   harness bench --tasks fan_out-10 chain-01 --arms S F --policy gold
   harness bench --report-only runs/full          # recompute the report from results.jsonl
+  harness bench --quick --ray auto --ray-workers 2   # the jobs on a local Ray cluster, same report
   harness frontier --params runs/full/regime.json --n 2 6 10   # the closed form at the measured regime
 """
 
@@ -144,6 +146,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="recompute the report of DIR/results.jsonl without running anything",
     )
     add_engine_arguments(parser)
+    add_ray_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -170,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         return _exit_status(dict(error_kinds(jobs)), len(jobs), args.report_only)
     if args.latency < 0 or args.sigma < 0:
         raise ConfigError("--latency and --sigma must be zero or more seconds.")
+    check_ray_arguments(args)
     out = args.out or Path("runs/quick" if args.quick else "runs/full")
     plan = BenchPlan(
         out=out, quick=args.quick, seed=args.seed, concurrency=args.concurrency,
@@ -182,6 +186,15 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
 
     async def go() -> dict[str, Any]:
+        if args.ray is not None:
+            from harness.benchmarks.bench import BenchJobRunner
+
+            runner = BenchJobRunner(plan)
+            async with open_ray_pool(args, runner, out, plan.concurrency) as pool:
+                return await run_bench(
+                    None, plan, scripted=args.engine == "scripted",
+                    retry_failed=args.retry_failed, executor=pool,
+                )  # fmt: skip
         async with open_engine(args) as engine:
             return await run_bench(
                 engine, plan, scripted=args.engine == "scripted", retry_failed=args.retry_failed

@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
+from harness._commands._ray_args import add_ray_arguments, check_ray_arguments
 from harness._commands._signals import until_signalled
 from harness._commands._table import exit_status, render_table
 from harness._commands.run_user import add_user_task_arguments, is_user_task, run_user_task
@@ -128,6 +129,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_user_task_arguments(parser)
     add_engine_arguments(parser)
+    add_ray_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -193,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.benchmarks.tasks import generate_tasks, task_by_id
     from harness.toolsets.workspace import load_workspace_manifest
 
+    check_ray_arguments(args, batch_option="tasks")
     if is_user_task(args):
         return run_user_task(args)
     for name, default in _WORKLOAD_DEFAULTS.items():

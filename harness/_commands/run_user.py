@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from harness._commands._engine_args import open_engine
+from harness._commands._ray_args import open_ray_pool
 from harness._commands._signals import until_signalled
 from harness._jsonl import open_append
 from harness.errors import ConfigError
@@ -227,9 +228,16 @@ def _with_skill(task: Task, skill: str | None, manifest: Manifest | None) -> Tas
 def _run_batch(
     args: argparse.Namespace, plan: Any, tasks: list[Task], factory: Any, manifest: Any
 ) -> int:
-    from harness.benchmarks.user_batch import run_user_batch
+    from harness.benchmarks.user_batch import UserJobRunner, run_user_batch
 
     async def go() -> dict[str, Any]:
+        if getattr(args, "ray", None) is not None:
+            runner = UserJobRunner(plan, tasks)
+            async with open_ray_pool(args, runner, plan.out, plan.concurrency) as pool:
+                return await run_user_batch(
+                    None, plan, tasks, factory, manifest,
+                    retry_failed=args.retry_failed, executor=pool,
+                )  # fmt: skip
         async with open_engine(args) as engine:
             return await run_user_batch(
                 engine, plan, tasks, factory, manifest, retry_failed=args.retry_failed
