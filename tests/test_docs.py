@@ -50,7 +50,16 @@ MARKER_KINDS = {"engine", "console"}
 LANGUAGES = {"python", "text", "console", "bash", "toml", "json", "jsonl", "yaml"}
 #: Third-party packages behind optional extras: an example that needs one that is not
 #: installed is skipped with the reason, not failed (the no-extras CI job).
-OPTIONAL = {"vllm", "torch", "transformers", "gguf", "matplotlib", "hypothesis", "bfcl_eval"}
+OPTIONAL = {
+    "vllm",
+    "torch",
+    "transformers",
+    "gguf",
+    "matplotlib",
+    "hypothesis",
+    "bfcl_eval",
+    "starlette",
+}
 #: A structlog console line ("2026-01-01 12:00:00 [debug    ] turn ..."), colours stripped.
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?Z? \[\s*\w+\s*\] ")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
