@@ -48,7 +48,7 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,8 +237,10 @@ async def measure(
     arms: Sequence[str] = DEFAULT_ARMS,
     settings: QualitySettings | None = None,
     progress: bool = False,
+    on_task: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Run every task in every arm (interleaved, the order rotating); per-task records."""
+    """Run every task in every arm (interleaved, the order rotating); per-task records.
+    ``on_task`` gets the document so far after every task (to save partial results)."""
     settings = settings or QualitySettings()
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
@@ -247,6 +249,24 @@ async def measure(
     runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
     load_start = os.getloadavg()
     started = time.perf_counter()
+
+    def document(done: int) -> dict[str, Any]:
+        return {
+            "engine": engine.name,
+            "settings": {
+                "max_tokens": settings.max_tokens,
+                "seed": settings.seed,
+                "max_repairs": settings.max_repairs,
+                "model_params": settings.model_params,
+            },
+            "tasks": done,
+            "arms": list(arms),
+            "load_start": list(load_start),
+            "load_end": list(os.getloadavg()),
+            "total_s": time.perf_counter() - started,
+            "runs": runs,
+        }
+
     for i, task in enumerate(tasks):
         seed = settings.seed * 1000 + i
         order = [arms[(i + k) % len(arms)] for k in range(len(arms))]
@@ -258,6 +278,14 @@ async def measure(
             else:
                 record = await _dag(engine, toolset, task, settings, mechanisms, seed)
             runs[arm].append({"task": task.id, **record})
+            if progress:
+                right = sum(s["correct"] for s in record["steps"].values())
+                print(
+                    f"  {task.id} {arm}: {right}/{len(QUESTIONS)} right, {record['wall_s']:.1f} s, "
+                    f"{record['inferences']} inferences",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if progress:
             right = {a: sum(s["correct"] for s in runs[a][-1]["steps"].values()) for a in arms}
             print(
@@ -267,21 +295,9 @@ async def measure(
                 file=sys.stderr,
                 flush=True,
             )
-    return {
-        "engine": engine.name,
-        "settings": {
-            "max_tokens": settings.max_tokens,
-            "seed": settings.seed,
-            "max_repairs": settings.max_repairs,
-            "model_params": settings.model_params,
-        },
-        "tasks": len(tasks),
-        "arms": list(arms),
-        "load_start": list(load_start),
-        "load_end": list(os.getloadavg()),
-        "total_s": time.perf_counter() - started,
-        "runs": runs,
-    }
+        if on_task is not None:
+            on_task(document(i + 1))
+    return document(len(tasks))
 
 
 def _arm_summary(records: list[dict[str, Any]], params: float) -> dict[str, Any]:
@@ -460,28 +476,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = generate_tasks(args.tasks, args.seed)
     settings = QualitySettings(args.max_tokens, args.seed, args.max_repairs, params)
 
-    async def go() -> dict[str, Any]:
-        async with _open(args) as engine:
-            return await measure(engine, tasks, arms=arms, settings=settings, progress=True)
-
-    doc = anyio.run(go)
-    doc["command"] = "python -m harness.benchmarks.fabric_quality " + shlex.join(
+    command = "python -m harness.benchmarks.fabric_quality " + shlex.join(
         sys.argv[1:] if argv is None else list(argv)
     )
-    doc["model"] = args.model or "SmolLM2-135M-Instruct (packaged)"
-    doc["date"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    summary = summarise(doc)
-    table = report(doc, summary)
-    print(table)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        header = f"# Fabric quality\n\nmodel: {doc['model']}\ncommand: `{doc['command']}`\n"
-        header += f"date: {doc['date']}\n\n"
-        (args.out / "table.md").write_text(header + table + "\n", encoding="utf-8")
-        (args.out / "results.json").write_text(
-            json.dumps({**doc, "summary": summary}, indent=1, default=str), encoding="utf-8"
-        )
-        (args.out / "tasks.jsonl").write_text(tasks_to_jsonl(tasks), encoding="utf-8")
+    model = args.model or "SmolLM2-135M-Instruct (packaged)"
+
+    def save(doc: dict[str, Any]) -> str:
+        doc["command"] = command
+        doc["model"] = model
+        doc["date"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        summary = summarise(doc)
+        table = report(doc, summary)
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            header = f"# Fabric quality\n\nmodel: {model}\ncommand: `{command}`\n"
+            header += f"date: {doc['date']}\n\n"
+            (args.out / "table.md").write_text(header + table + "\n", encoding="utf-8")
+            (args.out / "results.json").write_text(
+                json.dumps({**doc, "summary": summary}, indent=1, default=str), encoding="utf-8"
+            )
+            (args.out / "tasks.jsonl").write_text(
+                tasks_to_jsonl(tasks[: doc["tasks"]]), encoding="utf-8"
+            )
+        return table
+
+    async def go() -> dict[str, Any]:
+        async with _open(args) as engine:
+            return await measure(
+                engine, tasks, arms=arms, settings=settings, progress=True, on_task=save
+            )
+
+    print(save(anyio.run(go)))
     return 0
 
 
