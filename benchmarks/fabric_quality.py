@@ -237,7 +237,7 @@ async def measure(
     arms: Sequence[str] = DEFAULT_ARMS,
     settings: QualitySettings | None = None,
     progress: bool = False,
-    on_task: Callable[[dict[str, Any]], None] | None = None,
+    on_task: Callable[[dict[str, Any]], object] | None = None,
 ) -> dict[str, Any]:
     """Run every task in every arm (interleaved, the order rotating); per-task records.
     ``on_task`` gets the document so far after every task (to save partial results)."""
