@@ -52,6 +52,7 @@ LANGUAGES = {"python", "text", "console", "bash", "toml", "json", "jsonl", "yaml
 #: installed is skipped with the reason, not failed (the no-extras CI job).
 OPTIONAL = {
     "vllm", "torch", "transformers", "gguf", "matplotlib", "hypothesis", "bfcl_eval", "mcp",
+    "starlette",
 }  # fmt: skip
 #: A structlog console line ("2026-01-01 12:00:00 [debug    ] turn ..."), colours stripped.
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?Z? \[\s*\w+\s*\] ")

@@ -37,6 +37,7 @@ from harness.fabric import (
     parse_plan,
     plan_and_execute,
 )
+from harness.fabric.document import run_document
 
 __all__ = ("register", "run")
 
@@ -330,41 +331,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _document(result: FabricResult, outcome: PlanRun | None, figures: PEFFigures) -> dict[str, Any]:
-    layer_of = {nid: i for i, layer in enumerate(result.layers) for nid in layer}
-    started = result.started
-    return {
-        "task": outcome.task if outcome else EXAMPLE_TASK,
-        "ok": outcome.ok if outcome else result.ok,
-        "plan": outcome.plan_text if outcome else None,
-        "problems": list(outcome.problems) if outcome else [],
-        "lost": list(outcome.lost) if outcome else [],
-        "speculative": list(outcome.speculative) if outcome else [],
-        "plan_tokens": outcome.planner.usage.completion_tokens if outcome else None,
-        "plan_first_token_s": outcome.plan_first_token_s if outcome else None,
-        "plan_done_s": outcome.plan_done_s if outcome else None,
-        "nodes": [
-            {
-                "id": r.id,
-                "layer": layer_of[r.id],
-                "kind": r.kind,
-                "mode": r.mode,
-                "status": r.status,
-                "round": r.round,
-                "attempts": r.attempts,
-                "inferences": r.inferences,
-                "failed_requests": r.failed_requests,
-                "agreement": r.agreement,
-                "start_s": round(r.started - started, 3) if r.started else None,
-                "ms": round((r.finished - r.started) * 1000, 1) if r.started else 0.0,
-                "text": r.text,
-                "note": r.note or None,
-                "error": str(r.error) if r.error else None,
-            }
-            for r in result.nodes.values()
-        ],
-        "answer": outcome.answer if outcome else None,
-        "figures": figures.to_json(),
-    }
+    return run_document(result, outcome, figures, task=EXAMPLE_TASK)
 
 
 def _one_line(text: str, width: int = 60) -> str:
