@@ -18,7 +18,7 @@ from harness.errors import ConfigError
 __all__ = ("register", "run")
 
 DESCRIPTION = """\
-Run the paper's never-run protocol on a real engine: every arm (S, F, F+eager, P, P+V) over the
+Run the paper's never-run protocol on a real engine: every arm (S, F, F+eager, F+spec, P, P+V) over the
 48 seeded workload tasks under the gold policy (same tokens in S and F: the dividend at fixed
 accuracy) and the model policy (the model chooses), the phase-heuristic detector as a control,
 and up to 32 entries of each of BFCL's AST categories at temperature 0 (single-call categories
@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         nargs="+",
         default=None,
         metavar="ARM",
-        help="subset of S F F+eager P P+V (default all)",
+        help="subset of S F F+eager F+spec P P+V (default all)",
     )
     parser.add_argument(
         "--policy",

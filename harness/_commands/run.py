@@ -28,15 +28,16 @@ Exit status: 0 when every arm ran (a run that missed its gold label is a result)
 ended in an error (the error kinds are printed with their counts), 2 for a usage mistake,
 130/143 when interrupted by SIGINT/SIGTERM.
 
-Arms: S (serial), F (flattened), F+eager (F with eager dispatch), P (native parallel),
-P+V (native parallel with the validator). Policies: gold (the engine is constrained to emit
+Arms: S (serial), F (flattened), F+eager (F with eager dispatch), F+spec (F+eager with
+certified speculation: calls the manifest makes known start before the model emits them),
+P (native parallel), P+V (native parallel with the validator). Policies: gold (the engine is constrained to emit
 the gold calls: same tokens in S and F, the dividend at fixed accuracy) or model (the model
 chooses; a 135M model chooses poorly — that is measured, not hidden).
 """
 
 EPILOG = """\
 examples:
-  harness run --task fan_out-12                          # S, F, F+eager, P, P+V on the real engine
+  harness run --task fan_out-12                          # every arm on the real engine
   harness run --task fan_out-12 --arm F --policy model   # let the model choose its calls
   harness run --task chain-03 --arm S F --latency 0.2    # the null arm: nothing to flatten
   harness run --task mixed-05 --engine scripted          # no model: replays the gold calls (a test double)
@@ -45,7 +46,7 @@ examples:
   harness run --resume runs/m4                           # ...and resumes without repeating a write
 """
 
-ARM_CHOICES = ("S", "F", "F+eager", "P", "P+V")
+ARM_CHOICES = ("S", "F", "F+eager", "F+spec", "P", "P+V")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
