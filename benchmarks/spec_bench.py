@@ -41,6 +41,7 @@ import anyio
 from harness._jsonl import open_append, read_jsonl
 from harness.benchmarks.analysis import span
 from harness.benchmarks.jobs import JobSpec, run_job
+from harness.benchmarks.report import _fmt
 from harness.benchmarks.tasks import WorkloadTask, _build, generate_tasks
 from harness.engines.base import Engine
 from harness.toolsets.workspace import load_workspace_manifest
@@ -205,14 +206,6 @@ def _spec_stats(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "windows_predicted": f"{sum(s['windows_predicted'] for s in specs)}/"
         f"{sum(s['windows'] for s in specs)}",
     }
-
-
-def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
 
 
 def report(summary: dict[str, Any], meta: dict[str, Any]) -> str:

@@ -206,6 +206,14 @@ def run(args: argparse.Namespace) -> int:
         for job in jobs:
             if job["failures"]:
                 print(f"  {job['label']}: " + "; ".join(job["failures"][:3]))
+            spec = job["summary"].get("extra", {}).get("speculation")
+            if spec:
+                print(
+                    f"  {job['label']}: speculation predicted {spec['predicted']} call(s) in "
+                    f"{spec['windows_predicted']}/{spec['windows']} window(s): {spec['hits']} hit, "
+                    f"{spec['misses']} missed, {spec['cancelled']} cancelled, "
+                    f"{spec['wasted_s']:.2f} tool s wasted"
+                )
     errored = errored_summary(jobs)
     if errored is None:
         return EXIT_OK
