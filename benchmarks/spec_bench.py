@@ -110,24 +110,26 @@ async def _cell(
 
 
 def _cells(args: argparse.Namespace) -> Iterable[tuple[dict[str, Any], list[WorkloadTask]]]:
-    for k in args.concurrency:
-        for latency in args.latency:
-            for n in args.n:
-                for rep in range(args.reps):
+    # Repetitions outermost: an interrupted run still has every (K, L, n) measured.
+    for rep in range(args.reps):
+        for k in args.concurrency:
+            for latency in args.latency:
+                for n in args.n:
                     cell = {"group": "fan_out", "K": k, "L": latency, "n": n, "rep": rep}
                     yield cell, [survey_task(n, copy, seed=rep) for copy in range(k)]
     if args.mixed:
         mixed = [t for t in generate_tasks(0) if t.kind == "mixed"][: args.mixed]
-        for rep in range(args.reps):
+        for rep in range(getattr(args, "mixed_reps", 1)):
             for wt in mixed:
                 cell = {"group": wt.id, "K": 1, "L": args.latency[0], "n": 0, "rep": rep}
                 yield cell, [wt]
 
 
 async def measure(engine: Engine, args: argparse.Namespace, out: Path) -> None:
-    """Run every cell not yet in ``out/results.jsonl`` and append its rows."""
+    """Run every cell not yet in ``out/results.jsonl`` (without an error) and append its
+    rows."""
     path = out / "results.jsonl"
-    done = {_key(r) for r in read_jsonl(path)[0]} if path.exists() else set()
+    done = {_key(r) for r in read_jsonl(path)[0] if not r["error"]} if path.exists() else set()
     manifest = load_workspace_manifest()
     warm = survey_task(2, 0, seed=99)
     await run_job(engine, warm, JobSpec.from_label("P", latency_s=0.0), manifest)  # warm-up
@@ -161,6 +163,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     )
     mixed: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
+        if row["error"]:
+            continue  # an engine that died, a budget: not a measurement (the rerun replaces it)
         if row["group"] == "fan_out":
             cells[(row["K"], row["L"], row["n"])][row["arm"]].append(row)
         else:
@@ -270,6 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS, metavar="ARM")
     parser.add_argument(
         "--mixed", type=int, default=0, metavar="N", help="also the first N mixed workload tasks"
+    )
+    parser.add_argument(
+        "--mixed-reps", type=int, default=1, metavar="R", help="repetitions of each mixed task"
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
     parser.add_argument("--model", default=None, help="a local HF model folder")
