@@ -119,7 +119,9 @@ def _jobs_by(jobs: Iterable[Job], **match: Any) -> list[Job]:
 
 
 def arm_key(job: Job) -> str:
-    """``S``, ``F``, ``F+eager``, ``P``, ``P+V``."""
+    """``S``, ``F``, ``F+eager``, ``F+spec``, ``P``, ``P+V``."""
+    if job.get("speculate") and job["arm"] == "F":
+        return "F+spec"
     return f"{job['arm']}+eager" if job.get("eager") and job["arm"] == "F" else str(job["arm"])
 
 

@@ -1,6 +1,6 @@
 """``harness bench``: the paper's protocol on a real engine, resumable, with verdicts.
 
-Every arm (S, F, F+eager, P, P+V) runs every selected workload task under each policy
+Every arm (S, F, F+eager, F+spec, P, P+V) runs every selected workload task under each policy
 (``gold``: the engine is constrained to the gold calls, so S and F generate identical tokens;
 ``model``: the model chooses), plus the phase-heuristic detector as a reporting control, plus
 the BFCL selection (a seeded sample of each AST category: single-call categories under S,
@@ -71,7 +71,7 @@ _NOT_IN_FINGERPRINT = frozenset({"out", "declared_gap_pp", "command", "notes"})
 #: Job errors from the engine (an outage, a dead worker): a resume runs those jobs again.
 _ENGINE_ERRORS = frozenset({"EngineError", "EngineDeadError", "EngineRequestError"})
 
-ARM_LABELS: tuple[str, ...] = ("S", "F", "F+eager", "P", "P+V")
+ARM_LABELS: tuple[str, ...] = ("S", "F", "F+eager", "F+spec", "P", "P+V")
 
 
 @dataclass(frozen=True)

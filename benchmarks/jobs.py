@@ -32,13 +32,14 @@ __all__ = ("JobSpec", "error_kinds", "errored_summary", "job_id", "run_job")
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What to run: an arm (``S``, ``F``, ``P``, ``P+V``), eager dispatch (F only), a policy,
-    a detector, the injected tool latency and the generation budget."""
+    """What to run: an arm (``S``, ``F``, ``P``, ``P+V``), eager dispatch and speculation (F
+    only), a policy, a detector, the injected tool latency and the generation budget."""
 
     arm: Arm
     policy: Policy = "gold"
     detector: str = "schema_sound"
     eager: bool = False
+    speculate: bool = False
     latency_s: float = 0.5
     latency_sigma_s: float = 0.0
     max_tokens: int = 160
@@ -46,25 +47,27 @@ class JobSpec:
 
     @classmethod
     def from_label(cls, label: str, **fields: Any) -> JobSpec:
-        """``S``, ``F``, ``F+eager``, ``P`` or ``P+V`` plus the other fields."""
-        arm = "F" if label == "F+eager" else label
+        """``S``, ``F``, ``F+eager``, ``F+spec`` (F+eager with speculation), ``P`` or ``P+V``
+        plus the other fields."""
+        arm = "F" if label in ("F+eager", "F+spec") else label
         if arm not in ("S", "F", "P", "P+V"):
-            raise ConfigError(f"Unknown arm {label!r}; choose S, F, F+eager, P or P+V.")
-        return cls(arm=arm, eager=label == "F+eager", **fields)  # type: ignore[arg-type]
+            raise ConfigError(f"Unknown arm {label!r}; choose S, F, F+eager, F+spec, P or P+V.")
+        spec = label == "F+spec"
+        return cls(arm=arm, eager=label == "F+eager" or spec, speculate=spec, **fields)  # type: ignore[arg-type]
 
     def loop_config(self) -> LoopConfig:
-        """The loop's configuration for this job: arm, policy, detector, budget, eager."""
+        """The loop's configuration for this job: arm, policy, detector, budget, eager, speculate."""
         return LoopConfig(
             arm=self.arm,
             policy=self.policy,
             detector=self.detector,
             generation=GenerationSettings(max_tokens=self.max_tokens),
-            flatten=FlattenSettings(eager=self.eager),
+            flatten=FlattenSettings(eager=self.eager, speculate=self.speculate),
         )
 
     @property
     def label(self) -> str:
-        base = f"{self.arm}+eager" if self.eager else self.arm
+        base = "F+spec" if self.speculate else f"{self.arm}+eager" if self.eager else self.arm
         return base if self.detector == "schema_sound" else f"{base}/{self.detector}"
 
 
@@ -158,6 +161,7 @@ async def run_job(
         "kind": wt.kind,
         "arm": spec.arm,
         "eager": spec.eager,
+        "speculate": spec.speculate,
         "policy": spec.policy,
         "detector": spec.detector,
         "label": spec.label,

@@ -29,10 +29,11 @@ from harness.benchmarks.analysis import (
 )
 from harness.benchmarks.bfcl import CATEGORIES, BFCLDataError, data_quirks
 from harness.costmodel import Regime
+from harness.costmodel_speculation import wall_time_speculative
 
 __all__ = ("write_report",)
 
-ARMS = ("S", "F", "F+eager", "P", "P+V")
+ARMS = ("S", "F", "F+eager", "F+spec", "P", "P+V")
 
 
 def _per_n(windows: Sequence[WindowMeasure], regime: Regime) -> list[dict[str, Any]]:
@@ -61,6 +62,7 @@ def _per_n(windows: Sequence[WindowMeasure], regime: Regime) -> list[dict[str, A
                     "F": costmodel.wall_time_flattened(regime, n),
                     "P": costmodel.wall_time_parallel(regime, n),
                     "P+V": costmodel.wall_time_parallel_validated(regime, n),
+                    "F+spec": wall_time_speculative(regime, n),
                 },
                 "dividend_F_measured": statistics.median(dividends) if dividends else None,
                 "dividend_F_predicted": costmodel.wall_dividend_flattened(regime, n),
@@ -170,6 +172,7 @@ def write_report(
         "bfcl_gaps": bfcl_gaps(bfcl),
         "bfcl_quirks": _bfcl_quirks(bfcl),
         "verdicts": [v.to_json() for v in verdicts],
+        "speculation": _speculation(jobs),
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(
@@ -179,6 +182,28 @@ def write_report(
     plots = _plots(summary, regime, out)
     (out / "report.md").write_text(_markdown(summary, plots))
     return summary
+
+
+def _speculation(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """What F+spec's speculation did per task kind (gold policy): windows and those where
+    prediction was possible, hits, misses, cancelled speculations and wasted tool seconds."""
+    out: dict[str, dict[str, float]] = {}
+    for kind in ("fan_out", "chain", "mixed"):
+        windows = [
+            w for j in jobs
+            if j.get("kind") == kind and arm_key(j) == "F+spec" and j.get("policy") == "gold"
+            for w in j.get("windows", [])
+        ]  # fmt: skip
+        if not windows:
+            continue
+        totals = {k: float(sum(w.get(f"spec_{k}") or 0 for w in windows))
+                  for k in ("predicted", "hits", "misses", "cancelled", "wasted_s")}  # fmt: skip
+        totals["windows"] = float(len(windows))
+        totals["windows_predicted"] = float(sum(1 for w in windows if w.get("spec_predicted")))
+        emitted = totals["hits"] + totals["misses"]
+        totals["hit_rate"] = totals["hits"] / emitted if emitted else 0.0
+        out[kind] = totals
+    return out
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -238,17 +263,32 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
     lines += [
         "## Wall time per certified window: measured (median) vs closed form at the measured regime",
         "",
-        "| n | windows | S meas | S pred | F meas | F pred | F+eager meas | P meas | P pred | P+V meas | F dividend meas | F dividend pred | eager extra |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| n | windows | S meas | S pred | F meas | F pred | F+eager meas | F+spec meas | F+spec pred | P meas | P pred | P+V meas | F dividend meas | F dividend pred | eager extra |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in summary["per_n"]:
         m, p = row["measured"], row["predicted"]
         lines.append(
             f"| {row['n']} | {row['windows']} | {_fmt(m.get('S'))} | {_fmt(p['S'])} | {_fmt(m.get('F'))} | "
-            f"{_fmt(p['F'])} | {_fmt(m.get('F+eager'))} | {_fmt(m.get('P'))} | {_fmt(p['P'])} | "
+            f"{_fmt(p['F'])} | {_fmt(m.get('F+eager'))} | {_fmt(m.get('F+spec'))} | {_fmt(p.get('F+spec'))} | "
+            f"{_fmt(m.get('P'))} | {_fmt(p['P'])} | "
             f"{_fmt(m.get('P+V'))} | {_fmt(row['dividend_F_measured'])} | {_fmt(row['dividend_F_predicted'])} | "
             f"{_fmt(row['eager_extra_saving'])} |"
         )
+    if summary.get("speculation"):
+        lines += [
+            "",
+            "## Certified speculation (F+spec, gold policy)",
+            "",
+            "| kind | windows | prediction possible | predicted | hits | misses | hit rate | cancelled | wasted tool s |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for kind, t in summary["speculation"].items():
+            lines.append(
+                f"| {kind} | {t['windows']:.0f} | {t['windows_predicted']:.0f} | {t['predicted']:.0f} | "
+                f"{t['hits']:.0f} | {t['misses']:.0f} | {_fmt(t['hit_rate'])} | {t['cancelled']:.0f} | "
+                f"{_fmt(t['wasted_s'], 3)} |"
+            )
     lines += [
         "",
         "## Billed tokens per task (gold policy, mean)",
@@ -332,11 +372,13 @@ def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:
         curves = {
             "S": costmodel.wall_time_serial, "F": costmodel.wall_time_flattened,
             "P": costmodel.wall_time_parallel, "P+V": costmodel.wall_time_parallel_validated,
+            "F+spec": wall_time_speculative,
         }  # fmt: skip
         colors = {
             "S": "tab:red",
             "F": "tab:blue",
             "F+eager": "tab:cyan",
+            "F+spec": "tab:purple",
             "P": "tab:green",
             "P+V": "tab:olive",
         }

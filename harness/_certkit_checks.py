@@ -33,6 +33,7 @@ from harness._certkit_base import Call, Falsified, tool_call
 from harness._certkit_contract import CertifiableToolset
 from harness._certkit_d2 import check_d2
 from harness._certkit_report import ClaimName, ClaimResult, Counterexample, Outcome
+from harness._certkit_speculable import check_speculable
 from harness._schema_strategies import arguments_strategy
 from harness.calls import ToolResult, execute_call
 from harness.certify import Certificate, Detector, SchemaSoundDetector
@@ -358,6 +359,8 @@ class Kit:
                 yield functools.partial(self.check_idempotent, name)
             else:
                 yield functools.partial(self.check_write_targets, name)
+        if effect.speculable and not effect.read_only:  # read-only tools need no opt-in
+            yield functools.partial(check_speculable, self, name)
 
     def _unverifiable(self, name: str, tool: Tool, claim: ClaimName) -> str:
         if tool.fn is None:

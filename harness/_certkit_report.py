@@ -19,7 +19,7 @@ __all__ = (
     "Outcome",
 )
 
-ClaimName = Literal["read_only", "idempotent", "write_targets", "commutes", "D2"]
+ClaimName = Literal["read_only", "idempotent", "write_targets", "commutes", "D2", "speculable"]
 ClaimStatus = Literal["passed", "FALSE", "unverified"]
 
 CLAIMS: Mapping[str, str] = {
@@ -28,6 +28,7 @@ CLAIMS: Mapping[str, str] = {
     "write_targets": "a call changes nothing outside its declared write targets",
     "commutes": "certified windows run concurrently in any order equal the serial run",
     "D2": "no certified window holds a call that needs a result of that window",
+    "speculable": "run twice with one key, or before a call it commutes with, changes nothing",
 }
 
 

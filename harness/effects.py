@@ -368,6 +368,11 @@ class Effect:
     the model) and applies a write at most once per key, so a call whose outcome is in doubt
     may be retried with the same key (:mod:`harness.journal`). ``@tool`` sets it when the
     function has an ``idempotency_key`` parameter.
+    ``speculable``: the toolset opts this idempotent, keyed tool in to *certified speculation*
+    (arm F+spec, :mod:`harness.speculation`): a call whose arguments the manifest makes known
+    may start before the model emits it, and may have run even if the model never emits it.
+    Read-only tools are speculable without it; ``harness certify`` checks the claim (a call
+    run twice, and run early, gives the same results and state).
     """
 
     read_only: bool = False
@@ -379,6 +384,7 @@ class Effect:
     annotated: bool = False
     canonical: Fold | Mapping[str, Fold] | None = None
     accepts_idempotency_key: bool = False
+    speculable: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "write_targets", _check_spec(self.write_targets, "write_targets"))
@@ -401,6 +407,7 @@ class Effect:
         write_targets: TargetSpec | None = None,
         read_targets: TargetSpec | None = None,
         canonical: CanonicalSpec | None = None,
+        speculable: bool = False,
     ) -> Effect:
         """An explicit annotation. ``read_only`` implies idempotent and not destructive."""
         if read_only and write_targets is not None:
@@ -416,6 +423,7 @@ class Effect:
             read_targets=read_targets,
             annotated=True,
             canonical=_folds(canonical),
+            speculable=speculable,
         )
 
     @classmethod
@@ -423,8 +431,8 @@ class Effect:
         """Map MCP tool annotations (``readOnlyHint``, ``idempotentHint``, ``destructiveHint``,
         ``openWorldHint``) onto an effect, with MCP's defaults for missing hints. Harness
         extension keys ``writeTargets``, ``readTargets`` (template or list of templates) and
-        ``canonical`` (fold steps, e.g. ``"case+nfkc"``, or ``{argument: steps}``) and
-        ``acceptsIdempotencyKey`` are honoured too. Keys may come in either spelling: the
+        ``canonical`` (fold steps, e.g. ``"case+nfkc"``, or ``{argument: steps}``),
+        ``acceptsIdempotencyKey`` and ``speculable`` are honoured too. Keys may come in either spelling: the
         protocol's camelCase or the snake_case of the SDK's ``model_dump()``."""
         if not annotations:
             return cls.worst_case()
@@ -442,6 +450,7 @@ class Effect:
             annotated=True,
             canonical=_folds(annotations.get("canonical")),
             accepts_idempotency_key=bool(annotations.get("acceptsIdempotencyKey", False)),
+            speculable=bool(annotations.get("speculable", False)),
         )
 
     # -- resolution --------------------------------------------------------------------------

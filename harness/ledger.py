@@ -106,7 +106,13 @@ class SettledRecord:
 @dataclass(frozen=True)
 class WindowRecord:
     """One window that ran concurrently: its calls, why it closed, how long its tools took
-    (``tool_wall_s``: first start to last finish) against one-by-one (``tool_serial_s``)."""
+    (``tool_wall_s``: first start to last finish) against one-by-one (``tool_serial_s``).
+
+    Arm F+spec (:mod:`harness.speculation`) adds what speculation did for the window's phase:
+    ``spec_predicted`` calls started before they were emitted (0: prediction was not
+    possible), ``spec_hits`` emitted calls that took one over, ``spec_misses`` that matched
+    none, ``spec_cancelled`` unmatched ones discarded at close and ``spec_wasted_s`` the tool
+    seconds they cost (``None`` in the other arms)."""
 
     run_id: str
     index: int
@@ -121,6 +127,11 @@ class WindowRecord:
     closed_turn: int
     tool_wall_s: float
     tool_serial_s: float
+    spec_predicted: int | None = None
+    spec_hits: int | None = None
+    spec_misses: int | None = None
+    spec_cancelled: int | None = None
+    spec_wasted_s: float | None = None
     kind: str = "window"
 
 
@@ -150,6 +161,7 @@ class RunRecord:
     engine_s: float
     wall_s: float
     extra: dict[str, Any] = field(default_factory=dict)
+    speculate: bool = False
     kind: str = "run"
 
 

@@ -110,6 +110,11 @@ class ScriptedEngine(ClosingContext):
     async def aclose(self) -> None:
         self._closed = True
 
+    async def reset_prefix_cache(self) -> bool:
+        """Forget every prompt seen (as the vLLM engine's method does), for measurements."""
+        self._seen.clear()
+        return True
+
     def _cached(self, tokens: list[str]) -> int:
         return cached_prefix(self._seen, tokens)
 

@@ -263,6 +263,7 @@ def tool(
     write_targets: WriteTargets | None = None,
     read_targets: WriteTargets | None = None,
     canonical: CanonicalSpec | None = None,
+    speculable: bool | None = None,
     timeout_s: float | None = 30.0,
     result_cap: int | None = 16_000,
 ) -> Callable[[ToolFn], Tool]: ...
@@ -281,6 +282,7 @@ def tool(
     write_targets: WriteTargets | None = None,
     read_targets: WriteTargets | None = None,
     canonical: CanonicalSpec | None = None,
+    speculable: bool | None = None,
     timeout_s: float | None = 30.0,
     result_cap: int | None = 16_000,
 ) -> Tool | Callable[[ToolFn], Tool]:
@@ -305,6 +307,7 @@ def tool(
                 write_targets,
                 read_targets,
                 canonical,
+                speculable,
             )
         )
         effect = (
@@ -316,6 +319,7 @@ def tool(
                 write_targets=write_targets,
                 read_targets=read_targets,
                 canonical=canonical,
+                speculable=bool(speculable),
             )
             if declared
             else Effect.worst_case()

@@ -20,7 +20,7 @@ the certification kit replays runs that way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -33,6 +33,7 @@ from harness.engines.base import ToolCall
 from harness.engines.batch import gather
 from harness.errors import ConfigError
 from harness.provenance import TurnView
+from harness.speculation import SpecStats
 
 __all__ = ("Step", "Window", "Windows")
 
@@ -62,6 +63,9 @@ class Window:
         self._eager = eager
         self._results: dict[str, ToolResult] = {}
         self._done: dict[str, anyio.Event] = {}
+        self._modes: dict[str, str] = {}
+        #: What speculation did for this window (arm F+spec), set before it is revealed.
+        self.speculation: SpecStats | None = None
 
     @property
     def closed(self) -> bool:
@@ -78,12 +82,23 @@ class Window:
             raise ConfigError(f"Window of phase {self.phase!r} is closed; {call.id} cannot join.")
         self.calls.append(call)
 
-    def dispatch(self, call: ToolCall) -> None:
-        """With eager dispatch, start ``call`` now (its result stays withheld)."""
+    def mode_of(self, call_id: str) -> str:
+        """How one call ran: :attr:`mode`, or ``speculated`` (it took over a speculation)."""
+        return self._modes.get(call_id, self.mode)
+
+    def dispatch(
+        self, call: ToolCall, source: Callable[[], Awaitable[ToolResult]] | None = None
+    ) -> None:
+        """With eager dispatch, start ``call`` now (its result stays withheld). ``source``:
+        where its result comes from instead of the executor (a speculation it matched)."""
         if self._eager is None:
+            if source is not None:
+                raise ConfigError("A speculated call needs eager dispatch (a task group).")
             return
         self._done[call.id] = anyio.Event()
-        self._eager.start_soon(self._run, call)
+        if source is not None:
+            self._modes[call.id] = "speculated"
+        self._eager.start_soon(self._run, call, source)
 
     def close(self, certificate: Certificate) -> None:
         self.certificate = certificate
@@ -93,9 +108,12 @@ class Window:
         withheld: a later call that quotes one is refused (D2)."""
         return tuple(r.content for r in self._results.values())
 
-    async def _run(self, call: ToolCall) -> None:
+    async def _run(
+        self, call: ToolCall, source: Callable[[], Awaitable[ToolResult]] | None = None
+    ) -> None:
         try:
-            self._results[call.id] = await self._require_executor().execute(call)
+            run = source or partial(self._require_executor().execute, call)
+            self._results[call.id] = await run()
         finally:
             self._done[call.id].set()
 

@@ -475,3 +475,23 @@ def _parallel_groups(steps: list[Any], phases: list[Any]) -> tuple[tuple[int, ..
         else:
             groups.append([i])
     return tuple(tuple(g) for g in groups)
+
+
+# --------------------------------------------------------------------------------------------
+# Certified speculation (harness/speculation.py, tests/test_speculation.py)
+
+
+@st.composite
+def speculation_scripts(draw: st.DrawFn, keys: list[str]) -> tuple[list[str], list[Any]]:
+    """A survey task's keys (a non-empty subset of ``keys``) and a model's calls that deviate
+    at random from the gold reads: reads of other keys, of a key outside the inputs, with an
+    extra argument, twice, out of order, skipped, and writes or log lines in between."""
+    task_keys = draw(st.lists(st.sampled_from(keys), min_size=1, max_size=len(keys), unique=True))
+    read = st.tuples(st.just("read"), st.sampled_from([*keys, "zz"]), st.booleans())
+    write = st.tuples(st.just("write"), st.sampled_from(keys))
+    log = st.tuples(st.just("log"), st.sampled_from(["x", "y"]))
+    gold = [("read", k, False) for k in task_keys]
+    deviations = draw(st.lists(st.one_of(read, read, write, log), max_size=5))
+    script = draw(st.permutations(gold + deviations))
+    cut = draw(st.integers(min_value=0, max_value=len(script)))
+    return task_keys, list(script[: max(cut, 1)])

@@ -19,7 +19,7 @@ from harness.errors import ConfigError
 __all__ = ("register", "run")
 
 DESCRIPTION = """\
-Run the paper's never-run protocol on a real engine: every arm (S, F, F+eager, P, P+V) over the
+Run the paper's never-run protocol on a real engine: every arm (S, F, F+eager, F+spec, P, P+V) over the
 48 seeded workload tasks under the gold policy (same tokens in S and F: the dividend at fixed
 accuracy) and the model policy (the model chooses), the phase-heuristic detector as a control,
 and up to 32 entries of each of BFCL's AST categories at temperature 0 (single-call categories
@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         nargs="+",
         default=None,
         metavar="ARM",
-        help="subset of S F F+eager P P+V (default all)",
+        help="subset of S F F+eager F+spec P P+V (default all)",
     )
     parser.add_argument(
         "--policy",
@@ -226,14 +226,15 @@ def _exit_status(errors: dict[str, int], jobs: int, out: Path) -> int:
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
     print()
     print("per window size n (seconds, median; measured | closed form at the measured regime):")
-    print(f"{'n':>3} {'S':>13} {'F':>13} {'F+eager':>8} {'P':>13} {'F dividend':>17}")
+    print(f"{'n':>3} {'S':>13} {'F':>13} {'F+eager':>8} {'F+spec':>8} {'P':>13} {'F dividend':>17}")
     for row in summary["per_n"]:
         m, p = row["measured"], row["predicted"]
         pair = {arm: _pair(m.get(arm), p[arm]) for arm in ("S", "F", "P")}
-        eager = m.get("F+eager")
+        eager, spec = m.get("F+eager"), m.get("F+spec")
         div = row["dividend_F_measured"]
         print(
             f"{row['n']:>3} {pair['S']:>13} {pair['F']:>13} {'–' if eager is None else f'{eager:8.2f}':>8} "
+            f"{'–' if spec is None else f'{spec:8.2f}':>8} "
             f"{pair['P']:>13} {'–' if div is None else f'{div:5.2f}':>7} | {row['dividend_F_predicted']:5.2f}"
         )
     print()

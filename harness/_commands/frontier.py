@@ -30,6 +30,11 @@ from harness.costmodel import (
     wall_time_serial,
     window_costs,
 )
+from harness.costmodel_speculation import (
+    crossover_latency,
+    wall_dividend_speculative,
+    wall_time_speculative,
+)
 from harness.errors import ConfigError
 
 __all__ = ("register", "run")
@@ -43,7 +48,9 @@ per certified window of n calls, the wall time and billed tokens of each arm (S 
 F harness-flattened, P native parallel, P+V parallel plus validator), F's wall-time and
 token dividends, the crossover gaps g_T*(n) and g_B*(n) below which P+V beats F, the flip
 window n* where that happens at the declared gap g, and the arm to use per window:
-flatten what the model cannot afford to emit in parallel.
+flatten what the model cannot afford to emit in parallel. Beside them, F+spec (certified
+speculation: the window's calls start when its phase starts, harness.costmodel_speculation):
+its wall time, what it saves over F, and the tool latency L* above which it beats P.
 
 Every regime parameter has an option; --params FILE reads a JSON object of them (the
 format `Regime.to_json` writes and the benchmark emits), and options override the file.
@@ -61,7 +68,8 @@ examples:
 JSON (--json): {"regime": {...parameters...}, "windows": [{"n", "T_S", "T_F", "T_P",
 "dividend_T_F", "dividend_T_F_fraction", "tokens_S", "tokens_F", "tokens_P",
 "token_dividend_F", "token_dividend_F_fraction", "g_T_star", "g_B_star", "best_arm"}, ...],
-"n_star": float or null}; times in seconds, tokens per window, gaps in pp, fractions 0..1.
+"n_star": float or null, "speculation": [{"n", "T_F_spec", "dividend_T_spec",
+"crossover_latency"}, ...]}; times in seconds, tokens per window, gaps in pp, fractions 0..1.
 """
 
 
@@ -123,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             "regime": regime.to_json(),
             "windows": [c.to_json() for c in costs],
             "n_star": n_star,
+            "speculation": [_speculation(regime, n) for n in windows],
         }
         print(json.dumps(document, indent=2))
     else:
@@ -130,6 +139,15 @@ def run(args: argparse.Namespace) -> int:
         if args.plot is not None:
             print(f"\nplot written to {args.plot}")
     return 0
+
+
+def _speculation(regime: Regime, n: float) -> dict[str, float]:
+    return {
+        "n": n,
+        "T_F_spec": wall_time_speculative(regime, n),
+        "dividend_T_spec": wall_dividend_speculative(regime, n),
+        "crossover_latency": crossover_latency(regime, n),
+    }
 
 
 def _window_size(n: int) -> int:
@@ -223,6 +241,23 @@ def _table(regime: Regime, costs: list[WindowCosts], n_star: float | None) -> st
         for c in costs
     ]
     out += _render(wall_header, wall_rows)
+    out += [
+        "",
+        "F+spec, certified speculation (calls start when the phase starts; hit rate 1): wall "
+        "time, saving against F, and the tool latency L* above which it beats P",
+    ]
+    spec_rows = [
+        (
+            str(row["n"]),
+            f"{row['T_F_spec']:.2f}",
+            f"{row['dividend_T_spec']:.2f}",
+            f"{row['crossover_latency']:.2f}",
+            "F+spec" if row["T_F_spec"] <= c.T_P else "P",
+        )
+        for c in costs
+        for row in [_speculation(regime, c.n)]
+    ]
+    out += _render(("n", "T_F+spec", "ΔT_spec", "L*", "F+spec vs P"), spec_rows)
     out += ["", "Billed tokens per window (D_tok = F's saving against S)"]
     token_header = ("n", "B_S", "B_F", "D_tok_F", "D_tok_F%", "B_P", "B_P+V", "g_B*", "P+V cheaper")
     token_rows = [

@@ -30,15 +30,16 @@ Exit status: 0 when every arm ran (a run that missed its gold label is a result)
 ended in an error (the error kinds are printed with their counts), 2 for a usage mistake,
 130/143 when interrupted by SIGINT/SIGTERM.
 
-Arms: S (serial), F (flattened), F+eager (F with eager dispatch), P (native parallel),
-P+V (native parallel with the validator). Policies: gold (the engine is constrained to emit
+Arms: S (serial), F (flattened), F+eager (F with eager dispatch), F+spec (F+eager with
+certified speculation: calls the manifest makes known start before the model emits them),
+P (native parallel), P+V (native parallel with the validator). Policies: gold (the engine is constrained to emit
 the gold calls: same tokens in S and F, the dividend at fixed accuracy) or model (the model
 chooses; a 135M model chooses poorly — that is measured, not hidden).
 """
 
 EPILOG = """\
 examples:
-  harness run --task fan_out-12                          # S, F, F+eager, P, P+V on the real engine
+  harness run --task fan_out-12                          # every arm on the real engine
   harness run --task fan_out-12 --arm F --policy model   # let the model choose its calls
   harness run --task chain-03 --arm S F --latency 0.2    # the null arm: nothing to flatten
   harness run --task mixed-05 --engine scripted          # no model: replays the gold calls (a test double)
@@ -51,7 +52,7 @@ examples:
       --out runs/mine                                    # a resumable batch of your tasks
 """
 
-ARM_CHOICES = ("S", "F", "F+eager", "P", "P+V")
+ARM_CHOICES = ("S", "F", "F+eager", "F+spec", "P", "P+V")
 #: The defaults of the options a workload task (--task) and your own task do not share.
 _WORKLOAD_DEFAULTS: dict[str, Any] = {
     "seed": 0,
@@ -238,4 +239,12 @@ def run(args: argparse.Namespace) -> int:
         for job in jobs:
             if job["failures"]:
                 print(f"  {job['label']}: " + "; ".join(job["failures"][:3]))
+            spec = job["summary"].get("extra", {}).get("speculation")
+            if spec:
+                print(
+                    f"  {job['label']}: speculation predicted {spec['predicted']} call(s) in "
+                    f"{spec['windows_predicted']}/{spec['windows']} window(s): {spec['hits']} hit, "
+                    f"{spec['misses']} missed, {spec['cancelled']} cancelled, "
+                    f"{spec['wasted_s']:.2f} tool s wasted"
+                )
     return exit_status(jobs)

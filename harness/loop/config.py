@@ -28,10 +28,14 @@ POLICY_NAMES: tuple[Policy, ...] = ("model", "gold")
 @dataclass(frozen=True)
 class FlattenSettings:
     """Arm F. ``eager``: start a certified call the moment it is emitted (else at window
-    close). ``max_discards``: calls discarded under D2 (generated while a result they needed
-    was withheld) before the run ends in :class:`~harness.errors.UsageLimitExceeded`."""
+    close). ``speculate``: arm F+spec — also start the calls of a fan-out phase that the
+    manifest makes known and whose tools are safe to run early, before the model emits them
+    (:mod:`harness.loop.speculative`; its misses run eagerly). ``max_discards``: calls
+    discarded under D2 (generated while a result they needed was withheld) before the run ends
+    in :class:`~harness.errors.UsageLimitExceeded`."""
 
     eager: bool = False
+    speculate: bool = False
     max_discards: int = 8
 
 

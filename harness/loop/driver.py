@@ -43,10 +43,10 @@ from harness.ledger import (
 )
 from harness.loop.arm import ArmStrategy
 from harness.loop.config import Arm, LoopConfig, Policy
-from harness.loop.flattened import FlattenedArm
 from harness.loop.parallel import ParallelArm
 from harness.loop.policy import POLICIES
 from harness.loop.serial import SerialArm
+from harness.loop.speculative import flattened_arm
 from harness.loop.state import RunState
 from harness.loop.validated import ValidatedArm
 from harness.manifest import Manifest, Skill
@@ -59,7 +59,7 @@ __all__ = ("STRATEGIES", "LoopResult", "run_loop")
 #: Each arm's strategy, constructed as ``Strategy(state, detector, group)``.
 STRATEGIES: dict[Arm, Callable[[RunState, Detector, TaskGroup], ArmStrategy]] = {
     "S": SerialArm,
-    "F": FlattenedArm,
+    "F": flattened_arm,  # F+spec with ``flatten.speculate``
     "P": ParallelArm,
     "P+V": ValidatedArm,
 }
@@ -245,7 +245,7 @@ def _extra(
     journaled: JournaledCalls | None,
 ) -> dict[str, object]:
     """What the summary adds: calls whose threads still run, and what the journal replayed."""
-    extra: dict[str, object] = {}
+    extra: dict[str, object] = dict(state.extra)
     unsettled = [c for c, t in watch.threads.items() if not t.done]
     if unsettled:
         extra["unsettled_calls"] = unsettled
@@ -307,6 +307,7 @@ def _summarise(
         policy=state.config.policy,
         detector=state.detector_name,
         eager=state.config.flatten.eager,
+        speculate=state.config.flatten.speculate,
         finished=error is None,
         error=error,
         answer=answer,

@@ -63,7 +63,7 @@ class FlattenedArm:
             closed = self.windows.close("final_answer")
             if closed is not None:
                 # A final answer generated while results were withheld: reveal, regenerate.
-                await self.state.reveal(closed)
+                await self._reveal(closed)
                 self.state.count.discards += 1
                 return False
             self.state.transcript.append_answer(completion)
@@ -85,7 +85,7 @@ class FlattenedArm:
     async def _admit(self, call: ToolCall, completion: Completion, view: TurnView) -> None:
         step = self.windows.admit(call, view)
         if step.closed is not None:
-            await self.state.reveal(step.closed)
+            await self._reveal(step.closed)
         admission = step.admission
         if admission.action == "discard":
             failures = admission.failures
@@ -93,9 +93,20 @@ class FlattenedArm:
             return
         self.state.transcript.append_calls(completion, [call])
         if step.window is None:
-            await self.state.run_serial(call)
+            await self._run_serial(call)
         else:
-            step.window.dispatch(call)
+            self._dispatch(step.window, call)
             self.state.transcript.append_result(call, step.window.marker)
         if step.completed is not None:
-            await self.state.reveal(step.completed)
+            await self._reveal(step.completed)
+
+    # -- the seams F+spec (:mod:`harness.loop.speculative`) extends ------------------------
+
+    async def _reveal(self, window: Window) -> None:
+        await self.state.reveal(window)
+
+    async def _run_serial(self, call: ToolCall) -> None:
+        await self.state.run_serial(call)
+
+    def _dispatch(self, window: Window, call: ToolCall) -> None:
+        window.dispatch(call)

@@ -40,6 +40,7 @@ from harness.loop.config import LoopConfig
 from harness.loop.policy import PolicyStrategy
 from harness.loop.transcript import Transcript
 from harness.manifest import Skill
+from harness.speculation import SpecStats
 from harness.task import Task
 from harness.tools import Toolset
 from harness.window import Window
@@ -92,6 +93,8 @@ class RunState:
         self._ids = itertools.count()
         self._emitted_turn: dict[str, int] = {}  # the turn that emitted each call
         self._absorbing: Window | None = None  # revealed; the next turn is its absorb turn
+        #: What an arm adds to the run summary's ``extra`` (F+spec: ``speculation``).
+        self.extra: dict[str, object] = {}
 
     @property
     def messages(self) -> list[Message]:
@@ -263,7 +266,7 @@ class RunState:
         index = self.next_window_index()
         for call, result in zip(window.calls, results, strict=True):
             self.transcript.fill(call, result.content)
-            self.record_call(result, call, window.mode, index)
+            self.record_call(result, call, window.mode_of(call.id), index)
         self._absorbing = window
         certificate = window.certificate
         self.record_window(
@@ -275,6 +278,7 @@ class RunState:
             evidence=certificate.evidence if certificate else (),
             opened_turn=window.opened_turn,
             closed_turn=self.turn,
+            speculation=window.speculation,
         )
 
     def record_window(
@@ -288,6 +292,7 @@ class RunState:
         evidence: tuple[str, ...],
         opened_turn: int,
         closed_turn: int,
+        speculation: SpecStats | None = None,
     ) -> None:
         self.ledger.emit(
             WindowRecord(
@@ -308,6 +313,11 @@ class RunState:
                     else 0.0
                 ),
                 tool_serial_s=sum(r.duration_s for r in results),
+                spec_predicted=speculation.predicted if speculation else None,
+                spec_hits=speculation.hits if speculation else None,
+                spec_misses=speculation.misses if speculation else None,
+                spec_cancelled=speculation.cancelled if speculation else None,
+                spec_wasted_s=speculation.wasted_s if speculation else None,
             )
         )
 
