@@ -30,8 +30,10 @@ ended in an error (the error kinds are printed with their counts), 2 for a usage
 
 Arms: S (serial), F (flattened), F+eager (F with eager dispatch), P (native parallel),
 P+V (native parallel with the validator). Policies: gold (the engine is constrained to emit
-the gold calls: same tokens in S and F, the dividend at fixed accuracy) or model (the model
-chooses; a 135M model chooses poorly — that is measured, not hidden).
+the gold calls: same tokens in S and F, the dividend at fixed accuracy), oracle (the gold plan,
+but every argument resolved from what the context shows: a withheld value is replaced by the
+last value used, so a false fill costs it the task) or model (the model chooses; a 135M model
+chooses poorly — that is measured, not hidden).
 """
 
 EPILOG = """\
@@ -40,6 +42,8 @@ examples:
   harness run --task fan_out-12 --arm F --policy model   # let the model choose its calls
   harness run --task chain-03 --arm S F --latency 0.2    # the null arm: nothing to flatten
   harness run --task mixed-05 --engine scripted          # no model: replays the gold calls (a test double)
+  harness run --task chain-03 --arm S F --detector phase_heuristic --policy oracle --engine scripted
+                                                         # a false fill costs the oracle the task
   harness run --task fan_out-12 --trace run.jsonl --json # every turn, call and window as JSONL
   harness run --task mixed-04 --journal runs/m4          # journaled: survives a crash...
   harness run --resume runs/m4                           # ...and resumes without repeating a write
@@ -66,7 +70,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--arm", nargs="+", choices=ARM_CHOICES, default=list(ARM_CHOICES), metavar="ARM",
         help=f"one or more of {', '.join(ARM_CHOICES)} (default: all)",
     )  # fmt: skip
-    parser.add_argument("--policy", choices=("gold", "model"), default="gold", help="default: gold")
+    parser.add_argument(
+        "--policy", choices=("gold", "oracle", "model"), default="gold", help="default: gold"
+    )
     parser.add_argument(
         "--detector", choices=("schema_sound", "phase_heuristic"), default="schema_sound",
         help="window detector for F (default schema_sound; phase_heuristic can false-fill)",
@@ -169,9 +175,10 @@ def run(args: argparse.Namespace) -> int:
     from harness.toolsets.workspace import load_workspace_manifest
 
     directory = _durable_settings(args)
-    if args.engine == "scripted" and args.policy != "gold":
+    if args.engine == "scripted" and args.policy == "model":
         raise ConfigError(
-            "--engine scripted only replays gold calls; use --policy gold or a real engine."
+            "--engine scripted only replays forced calls; use --policy gold or oracle, or a "
+            "real engine."
         )
     wt = task_by_id(generate_tasks(args.seed), args.task)
     manifest = load_workspace_manifest()

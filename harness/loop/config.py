@@ -20,9 +20,9 @@ __all__ = (
 )
 
 Arm = Literal["S", "F", "P", "P+V"]
-Policy = Literal["model", "gold"]
+Policy = Literal["model", "gold", "oracle"]
 ARMS: tuple[Arm, ...] = ("S", "F", "P", "P+V")
-POLICY_NAMES: tuple[Policy, ...] = ("model", "gold")
+POLICY_NAMES: tuple[Policy, ...] = ("model", "gold", "oracle")
 
 
 @dataclass(frozen=True)
