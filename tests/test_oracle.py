@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
+from harness.benchmarks.analysis import verdict_r3
 from harness.benchmarks.jobs import JobSpec, run_job
 from harness.benchmarks.tasks import WorkloadTask, generate_tasks, task_by_id
 from harness.calls import execute_call
@@ -251,3 +252,16 @@ def test_harness_run_takes_the_oracle_policy_on_the_scripted_engine(
     assert "UsageLimitExceeded" in out
     assert main([*argv, "--policy", "oracle"]) == 0
     assert capsys.readouterr().out.count(" yes") == 2
+
+
+def test_r3_reports_the_oracles_heuristic_control_where_a_false_fill_costs_accuracy() -> None:
+    tasks = [task_by_id(TASKS, "fan_out-00"), task_by_id(TASKS, "chain-00")]
+    jobs = [run(wt, "oracle", arm, detector=d)[1] for wt in tasks for arm, d in
+            (("S", "schema_sound"), ("F", "schema_sound"), ("F", "phase_heuristic"))]  # fmt: skip
+    verdict = verdict_r3(jobs)
+    assert verdict.held is True  # schema-sound F costs the oracle nothing
+    assert verdict.figures["oracle"]["delta_pp"] == 0
+    control = verdict.figures["oracle_heuristic"]
+    assert control["F"] == [1, 2]
+    assert control["delta_pp"] == -50
+    assert "control: oracle policy, F/phase_heuristic 1/2" in verdict.summary
