@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -47,6 +47,7 @@ from harness.certify import DEFAULT_MARKER
 from harness.effects import canonical_text
 from harness.engines.base import GenerationSettings, Message
 from harness.loop.transcript import Transcript
+from harness.provenance import InputValues, result_values
 from harness.task import GoldCall, Task
 
 __all__ = ("UNKNOWN", "ContextView", "OraclePolicy")
@@ -55,37 +56,19 @@ __all__ = ("UNKNOWN", "ContextView", "OraclePolicy")
 UNKNOWN = "unknown"
 
 
-def _leaves(value: Any) -> Iterator[Any]:
-    if isinstance(value, Mapping):
-        for inner in value.values():
-            yield from _leaves(inner)
-    elif isinstance(value, list | tuple):
-        for inner in value:
-            yield from _leaves(inner)
-    else:
-        yield value
-
-
-def _spellings(value: Any) -> set[str]:
-    out: set[str] = set()
-    for leaf in _leaves(value):
-        try:
-            out.add(canonical_text(leaf))
-        except TypeError:  # a value with no canonical form shows nothing
-            continue
-    return out
+def _spellings(value: Any) -> frozenset[str]:
+    """The canonical spellings of every scalar inside ``value``: what it takes to show it."""
+    if isinstance(value, Mapping | list | tuple):
+        text = json.dumps(value, default=str)
+        return result_values(text) - {text}
+    try:
+        return frozenset({canonical_text(value)})
+    except TypeError:  # a value with no canonical form shows nothing
+        return frozenset()
 
 
 def _words(text: str) -> str:
     return " " + " ".join(re.split(r"[^0-9a-z]+", text.casefold())).strip() + " "
-
-
-def _held(content: str) -> frozenset[str]:
-    try:
-        decoded = json.loads(content)
-    except ValueError:
-        return frozenset({content})
-    return frozenset(_spellings(decoded) | {content})
 
 
 @dataclass(frozen=True)
@@ -102,7 +85,7 @@ class ContextView:
     def of(cls, task: Task, messages: Sequence[Message], marker: str) -> ContextView:
         prompt = " ".join(str(m.get("content") or "") for m in messages if m["role"] == "user")
         results = tuple(
-            _held(str(m.get("content") or ""))
+            result_values(str(m.get("content") or ""))
             for m in messages
             if m["role"] == "tool" and m.get("content") != marker
         )
@@ -116,7 +99,7 @@ class ContextView:
                 if isinstance(parsed, dict):
                     arguments.append(parsed)
         return cls(
-            frozenset(_spellings(dict(task.inputs))), _words(prompt), results, tuple(arguments)
+            frozenset(InputValues(task.inputs).every), _words(prompt), results, tuple(arguments)
         )
 
     def in_results(self, value: Any) -> bool:
