@@ -72,6 +72,8 @@ _NOT_IN_FINGERPRINT = frozenset({"out", "declared_gap_pp", "command", "notes"})
 _ENGINE_ERRORS = frozenset({"EngineError", "EngineDeadError", "EngineRequestError"})
 
 ARM_LABELS: tuple[str, ...] = ("S", "F", "F+eager", "F+spec", "P", "P+V")
+#: Policies whose calls are forced (the scripted engine can replay them).
+_FORCED = frozenset({"gold", "oracle"})
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,8 @@ class BenchPlan:
             )
         if self.concurrency < 1:
             raise ConfigError("--concurrency must be at least 1.")
-        if not set(self.policies) <= {"gold", "model"}:
-            raise ConfigError("--policy takes gold and/or model.")
+        if not set(self.policies) <= {"gold", "oracle", "model"}:
+            raise ConfigError("--policy takes gold, oracle and/or model.")
         parse_categories(self.bfcl_categories)  # an unknown name is an error, listing the valid
 
     def settings(self) -> dict[str, Any]:
@@ -417,7 +419,7 @@ async def _run_locked(
     planned = plan_jobs(plan)
     _check_plan(plan, has_results=bool(jobs))
     if scripted:
-        planned = [p for p in planned if p.spec.policy == "gold" and p.bfcl is None]
+        planned = [p for p in planned if p.spec.policy in _FORCED and p.bfcl is None]
     rerun = {j["job_id"] for j in jobs if _rerun_on_resume(j, retry_failed)}
     done = {j["job_id"] for j in jobs} - rerun
     kept = [j for j in jobs if j["job_id"] in done and j.get("error")]

@@ -89,7 +89,7 @@ def _tokens_by_arm(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, flo
 
 def _accuracy(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, list[int]]]:
     out: dict[str, dict[str, list[int]]] = defaultdict(dict)
-    for policy in ("gold", "model"):
+    for policy in ("gold", "oracle", "model"):
         for arm in ARMS:
             chosen = [
                 j for j in jobs

@@ -246,6 +246,7 @@ class WorkloadTask:
             ),
             gold_answer=data["gold_answer"],
             max_turns=data["max_turns"],
+            answer_facts=tuple(data["gold"]["answer_expect"]),
         )
         gold = data["gold"]
         out = cls(
@@ -334,6 +335,7 @@ def _build(
         gold_steps=steps,
         gold_answer=built.answer,
         max_turns=2 * len(calls) + 4,
+        answer_facts=built.expect,
     )
     return WorkloadTask(
         task=task,

@@ -39,7 +39,14 @@ from typing import Any, Literal
 from harness.effects import Effect, Fold, canonical_text
 from harness.manifest import ArgSource
 
-__all__ = ("InputValues", "TurnView", "Violation", "check_provenance", "quotes_withheld")
+__all__ = (
+    "InputValues",
+    "TurnView",
+    "Violation",
+    "check_provenance",
+    "quotes_withheld",
+    "result_values",
+)
 
 ViolationKind = Literal["marker", "withheld_text", "not_an_input", "not_in_visible_results"]
 
@@ -141,6 +148,12 @@ def _fold_text(fold: Fold, text: str) -> str:
         return fold(text)
     except Exception:  # a fold that cannot read this text folds nothing
         return text
+
+
+def result_values(text: str) -> frozenset[str]:
+    """The canonical spellings of every value a result's text holds (each scalar of its JSON,
+    at any depth, and the text itself): what a call could have copied from it."""
+    return _result_leaves(text)
 
 
 @functools.lru_cache(maxsize=4096)

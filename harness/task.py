@@ -6,7 +6,9 @@ slot counts refer to). ``gold_steps`` and ``gold_answer`` are the calls a correc
 decided by construction: each step is a group of calls (a fan-out window is one group, a chain
 call is a group of one). Serial arms (S, F) emit them one per turn in order; native-parallel
 arms (P, P+V) emit each group in one message. The *gold* policy forces the engine to emit
-exactly these (the engine still prefills and decodes every token).
+exactly these (the engine still prefills and decodes every token); the *oracle* policy forces
+them as far as the visible context shows their values, and states of ``gold_answer`` only the
+``answer_facts`` it has seen.
 
 A task may continue an existing conversation: ``history`` holds OpenAI-format messages
 (system, user, assistant with ``tool_calls``, tool results) that the run starts from instead
@@ -58,6 +60,9 @@ class Task:
     gold_steps: tuple[tuple[GoldCall, ...], ...] = ()
     gold_answer: str | None = None
     max_turns: int | None = None
+    #: The values the gold answer reports from tool results (the context-bound oracle states
+    #: each only when a visible result holds it; :mod:`harness.loop.oracle`).
+    answer_facts: tuple[str, ...] = ()
     history: tuple[Message, ...] = ()
 
     @classmethod

@@ -45,6 +45,7 @@ examples:
   harness bench --out runs/full                  # ...interrupted? the same command resumes
   harness bench --out runs/full --retry-failed   # ...and run the jobs that errored again
   harness bench --tasks fan_out-10 chain-01 --arms S F --policy gold
+  harness bench --policy gold oracle --arms S F  # R3 where it can fail: the oracle under false fills
   harness bench --report-only runs/full          # recompute the report from results.jsonl
   harness bench --quick --ray auto --ray-workers 2   # the jobs on a local Ray cluster, same report
   harness frontier --params runs/full/regime.json --n 2 6 10   # the closed form at the measured regime
@@ -87,9 +88,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--policy",
         nargs="+",
-        choices=("gold", "model"),
+        choices=("gold", "oracle", "model"),
         default=None,
-        help="default: gold and model",
+        help="default: gold and model (oracle: the context-bound oracle, under which a false "
+        "fill can fail R3)",
     )
     parser.add_argument(
         "--model-arms",

@@ -32,9 +32,11 @@ ended in an error (the error kinds are printed with their counts), 2 for a usage
 
 Arms: S (serial), F (flattened), F+eager (F with eager dispatch), F+spec (F+eager with
 certified speculation: calls the manifest makes known start before the model emits them),
-P (native parallel), P+V (native parallel with the validator). Policies: gold (the engine is constrained to emit
-the gold calls: same tokens in S and F, the dividend at fixed accuracy) or model (the model
-chooses; a 135M model chooses poorly — that is measured, not hidden).
+P (native parallel), P+V (native parallel with the validator). Policies: gold (the engine is
+constrained to emit the gold calls: same tokens in S and F, the dividend at fixed accuracy),
+oracle (the gold plan, but every argument resolved from what the context shows: a withheld
+value is replaced by the last value used, so a false fill costs it the task) or model (the
+model chooses; a 135M model chooses poorly — that is measured, not hidden).
 """
 
 EPILOG = """\
@@ -43,6 +45,8 @@ examples:
   harness run --task fan_out-12 --arm F --policy model   # let the model choose its calls
   harness run --task chain-03 --arm S F --latency 0.2    # the null arm: nothing to flatten
   harness run --task mixed-05 --engine scripted          # no model: replays the gold calls (a test double)
+  harness run --task chain-03 --arm S F --detector phase_heuristic --policy oracle --engine scripted
+                                                         # a false fill costs the oracle the task
   harness run --task fan_out-12 --trace run.jsonl --json # every turn, call and window as JSONL
   harness run --task mixed-04 --journal runs/m4          # journaled: survives a crash...
   harness run --resume runs/m4                           # ...and resumes without repeating a write
@@ -83,7 +87,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "own task)",
     )  # fmt: skip
     parser.add_argument(
-        "--policy", choices=("gold", "model"), default=None,
+        "--policy", choices=("gold", "oracle", "model"), default=None,
         help="default: gold for --task; model for your own task",
     )  # fmt: skip
     parser.add_argument(
@@ -203,9 +207,10 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) is None:
             setattr(args, name, default)
     directory = _durable_settings(args)
-    if args.engine == "scripted" and args.policy != "gold":
+    if args.engine == "scripted" and args.policy == "model":
         raise ConfigError(
-            "--engine scripted only replays gold calls; use --policy gold or a real engine."
+            "--engine scripted only replays forced calls; use --policy gold or oracle, or a "
+            "real engine."
         )
     wt = task_by_id(generate_tasks(args.seed), args.task)
     manifest = load_workspace_manifest()

@@ -20,9 +20,9 @@ __all__ = (
 )
 
 Arm = Literal["S", "F", "P", "P+V"]
-Policy = Literal["model", "gold"]
+Policy = Literal["model", "gold", "oracle"]
 ARMS: tuple[Arm, ...] = ("S", "F", "P", "P+V")
-POLICY_NAMES: tuple[Policy, ...] = ("model", "gold")
+POLICY_NAMES: tuple[Policy, ...] = ("model", "gold", "oracle")
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,10 @@ class LoopConfig:
     flatten: FlattenSettings = field(default_factory=FlattenSettings)
     parallel: ParallelSettings = field(default_factory=ParallelSettings)
     resample: ResampleSettings = field(default_factory=ResampleSettings)
+    #: Constrain every argument the skill's manifest sources from a task input to that
+    #: input's values (an enum in the reply grammar, the same for every arm):
+    #: :mod:`harness.loop.input_enums`. Needs a manifest skill; off by default.
+    input_enums: bool = False
     #: Wall-clock deadline of one run (of one attempt, when resumed), in seconds; None: none.
     max_wall_s: float | None = None
     #: Billed tokens (input + output of every turn) one run may spend; None: no budget.

@@ -148,7 +148,7 @@ async def run_loop(
         ledger,
         run_id,
         detector_name=detector.name,
-        policy=POLICIES[config.policy](),
+        policy=POLICIES[config.policy](config),
         turns=JournaledTurns(journal) if journal is not None else None,
     )
     watch.run_id = state.run_id

@@ -5,10 +5,12 @@ forces the task's gold calls through the engine's constrained decoding (every to
 prefilled and decoded), so S and F generate identical tokens and the dividend is measured at
 fixed accuracy: with serial prompting (S, F) the next gold call, counted by the tool messages
 so far (withheld ones included); with parallel prompting (P, P+V) the next gold step, one per
-message; then the gold answer.
+message; then the gold answer. ``oracle`` (:mod:`harness.loop.oracle`) follows the same plan
+but may use only what the context shows: a value a withheld result holds is replaced by the
+last value it used (the stale rule), so a false fill costs it the task.
 
-Adding a policy (e.g. a context-bound oracle that forces only what the transcript shows) is
-one class with :meth:`PolicyStrategy.steer` and one entry in :data:`POLICIES`.
+Adding a policy is one class with :meth:`PolicyStrategy.steer` and one entry in
+:data:`POLICIES` (built from the run's :class:`~harness.loop.config.LoopConfig`).
 """
 
 from __future__ import annotations
@@ -18,11 +20,19 @@ from dataclasses import replace
 from typing import Protocol
 
 from harness.engines.base import GenerationSettings
-from harness.loop.config import Policy
+from harness.loop.config import LoopConfig, Policy
+from harness.loop.oracle import OraclePolicy
 from harness.loop.transcript import Transcript
 from harness.task import Task
 
-__all__ = ("POLICIES", "GoldPolicy", "ModelPolicy", "PolicyStrategy", "with_room_for_forced")
+__all__ = (
+    "POLICIES",
+    "GoldPolicy",
+    "ModelPolicy",
+    "OraclePolicy",
+    "PolicyStrategy",
+    "with_room_for_forced",
+)
 
 
 class PolicyStrategy(Protocol):
@@ -63,8 +73,12 @@ class GoldPolicy:
         return replace(base, forced=(), forced_answer=task.gold_answer or "Done.")
 
 
-#: Each policy's strategy, by the name ``LoopConfig.policy`` gives.
-POLICIES: dict[Policy, Callable[[], PolicyStrategy]] = {"model": ModelPolicy, "gold": GoldPolicy}
+#: Each policy's strategy, by the name ``LoopConfig.policy`` gives, built from the run's config.
+POLICIES: dict[Policy, Callable[[LoopConfig], PolicyStrategy]] = {
+    "model": lambda config: ModelPolicy(),
+    "gold": lambda config: GoldPolicy(),
+    "oracle": lambda config: OraclePolicy(marker=config.marker),
+}
 
 
 def with_room_for_forced(settings: GenerationSettings) -> GenerationSettings:

@@ -37,6 +37,7 @@ from harness.journal.turns import JournaledTurns
 from harness.ledger import CallRecord, Ledger, TurnRecord, WindowRecord
 from harness.loop.budgets import Budgets, Counters
 from harness.loop.config import LoopConfig
+from harness.loop.input_enums import input_enum_specs
 from harness.loop.policy import PolicyStrategy
 from harness.loop.transcript import Transcript
 from harness.manifest import Skill
@@ -86,6 +87,8 @@ class RunState:
         self.journaled_turns = turns
         self.run_id = run_id or f"{task.id}-{config.arm}-{uuid.uuid4().hex[:8]}"
         self.specs = toolset.specs()
+        if config.input_enums and skill is not None:
+            self.specs = input_enum_specs(self.specs, skill, task.inputs)
         self.transcript = Transcript(task.system or DEFAULT_LOOP_SYSTEM, task.prompt, task.history)
         self.budgets = Budgets(config, task.id, self.run_id, task.max_turns or config.max_turns)
         self.results: dict[str, ToolResult] = {}

@@ -118,7 +118,7 @@ class ProxyState(RunState):
             ledger,
             run_id,
             detector_name=detector_name,
-            policy=POLICIES["model"](),
+            policy=POLICIES["model"](config),
         )
         self.transcript = _ClientTranscript(messages)
         self.specs = list(specs)  # the client's own specs, byte for byte

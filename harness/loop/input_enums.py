@@ -1,0 +1,87 @@
+"""Manifest-guided constrained decoding: an argument the manifest sources from a task input may
+only take that input's values.
+
+A small model invents keys (``read_doc("d417")`` when the prompt names d558 and d484). When a
+skill's manifest says an argument comes from ``input:FIELD`` in every phase that uses its tool,
+:func:`input_enum_specs` adds an ``enum`` of that input's values to the argument's JSON schema,
+so the engine's reply grammar (one strict branch per tool) cannot emit anything else. The
+model still decides which value, in which order, and when to stop. The specs are the same for
+every arm (S, F, P, P+V), so the comparison stays fair; the tools block of the prompt shows the
+enum too.
+
+Values of ``input:FIELD``: the field itself when it is a scalar; its items when it is a list;
+for a list of records (``[{"key": …, "field": …}]``) the record's value under the argument's
+own name. Only values of the argument's declared JSON type are kept; an argument with no such
+value, a ``model``, ``args:`` or ``result:`` source in any phase, or no schema property is left
+as it is.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.engines.base import ToolSpec
+from harness.manifest import ArgSource, Skill
+
+__all__ = ("input_enum_specs", "input_values")
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+
+def input_values(source: ArgSource, argument: str, inputs: Mapping[str, Any]) -> list[Any]:
+    """The values ``source`` (an ``input`` source) allows for ``argument``, in input order."""
+    fields = [inputs[source.ref]] if source.ref is not None and source.ref in inputs else []
+    if source.ref is None:
+        fields = list(inputs.values())
+    out: list[Any] = []
+    for value in fields:
+        items = value if isinstance(value, list | tuple) else [value]
+        for item in items:
+            picked = item.get(argument) if isinstance(item, Mapping) else item
+            if picked is not None and not isinstance(picked, Mapping | list | tuple):
+                out.append(picked)
+    return list(dict.fromkeys(out))
+
+
+def input_enum_specs(
+    specs: Sequence[ToolSpec], skill: Skill, inputs: Mapping[str, Any]
+) -> list[ToolSpec]:
+    """``specs`` with every argument ``skill`` sources from a task input in all of its phases
+    restricted to those inputs' values (module docstring). The specs passed in are not changed."""
+    uses: dict[str, int] = {}
+    sourced: dict[tuple[str, str], int] = {}
+    allowed: dict[tuple[str, str], list[Any]] = {}
+    for phase in skill.phases:
+        for tool in phase.tools:
+            uses[tool] = uses.get(tool, 0) + 1
+        for (tool, argument), source in phase.args.items():
+            if source.kind == "input":
+                key = (tool, argument)
+                sourced[key] = sourced.get(key, 0) + 1
+                values = [*allowed.get(key, []), *input_values(source, argument, inputs)]
+                allowed[key] = list(dict.fromkeys(values))
+    out: list[ToolSpec] = []
+    for spec in specs:
+        narrowed = copy.deepcopy(dict(spec))
+        function = narrowed.get("function", narrowed)
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        name = str(function.get("name"))
+        for argument, schema in properties.items():
+            key = (name, argument)
+            chosen = allowed.get(key) if sourced.get(key) == uses.get(name) else None
+            kinds = _TYPES.get(str(schema.get("type"))) if isinstance(schema, dict) else None
+            if not chosen or kinds is None:
+                continue
+            typed = [v for v in chosen if isinstance(v, kinds) and not (
+                isinstance(v, bool) and bool not in kinds)]  # fmt: skip
+            if typed:
+                schema["enum"] = typed
+        out.append(narrowed)
+    return out
