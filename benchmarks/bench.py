@@ -196,6 +196,8 @@ def plan_jobs(plan: BenchPlan) -> list[PlannedJob]:
                 spec = _spec(plan, "F", policy, "phase_heuristic")
                 jobs.append(PlannedJob(job_id(wt.id, spec), wt, None, spec))
     single, parallel = plan.bfcl_simple, plan.bfcl_parallel
+    if plan.quick:  # --quick with --tasks: those tasks, one BFCL entry per category
+        single, parallel = min(single, 1), min(parallel, 1)
     if single or parallel:
         counts = bench_counts(plan.bfcl_categories, single=single, parallel=parallel)
         for entry in select_entries(plan.seed, counts):
@@ -367,7 +369,7 @@ async def _run_locked(
     todo = [p for p in planned if p.id not in done]
     manifest = load_workspace_manifest()
     progress = Progress(len(todo), "jobs", failed_label="harness failure(s)")
-    if plan.quick:
+    if plan.quick and not plan.task_ids:
         print(quick_description(plan))
     if jobs:
         print(
