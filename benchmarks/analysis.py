@@ -40,6 +40,7 @@ __all__ = (
     "estimate_regime",
     "gap_pp",
     "measure_windows",
+    "measured_regime_values",
     "span",
     "verdict_null",
     "verdict_r1",
@@ -160,6 +161,14 @@ def estimate_regime(jobs: Sequence[Job], *, base: Regime | None = None) -> Regim
     section for each estimator). Parameters the run cannot measure (accuracy budget, watts,
     windows per task when no window certified, ...) keep ``base``'s values."""
     base = base or Regime()
+    return Regime.from_json({**base.to_json(), **measured_regime_values(jobs, base=base)})
+
+
+def measured_regime_values(jobs: Sequence[Job], *, base: Regime | None = None) -> dict[str, float]:
+    """Only the regime parameters this run measured, by name (the rest are declared).
+    ``windows_per_task`` counts schema-sound windows of F (without eager dispatch) per gold
+    F task; g and the false-fill rate are measured elsewhere (BFCL, the heuristic control)."""
+    base = base or Regime()
     serial = [j for j in jobs if j.get("arm") == "S" and j.get("policy") == "gold"]
     turns = [t for j in serial for t in j.get("turns", []) if t.get("purpose") not in _MARKERS]
     calls = [c for j in serial for c in j.get("calls", []) if not c.get("is_error")]
@@ -204,20 +213,16 @@ def estimate_regime(jobs: Sequence[Job], *, base: Regime | None = None) -> Regim
             1.0, statistics.fmean(strides) - values.get("call_tokens", base.call_tokens)
         )
         values["stride_hit"] = min(1.0, max(0.0, sum(stride_hits) / sum(strides)))
-    certified = [
-        len(w["call_ids"])
-        for j in jobs
-        if j.get("arm") == "F"
-        for w in j.get("windows", [])
-        if len(w["call_ids"]) >= 2
-    ]
     f_jobs = [
-        j for j in jobs if j.get("arm") == "F" and j.get("policy") == "gold" and not j.get("eager")
-    ]
-    if certified and f_jobs:
+        j for j in jobs
+        if j.get("arm") == "F" and j.get("policy") == "gold" and not j.get("eager")
+        and j.get("detector", "schema_sound") == "schema_sound"
+        and j.get("kind") in ("fan_out", "chain", "mixed")
+    ]  # fmt: skip
+    certified = [w for j in f_jobs for w in j.get("windows", []) if len(w["call_ids"]) >= 2]
+    if certified:
         values["windows_per_task"] = len(certified) / len(f_jobs)
-    merged = {**base.to_json(), **values}
-    return Regime.from_json(merged)
+    return values
 
 
 def _strides(serial: Sequence[Job]) -> tuple[list[float], list[float]]:

@@ -47,6 +47,8 @@ from harness.benchmarks.bfcl import (
     select_entries,
 )
 from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id, run_job
+from harness.benchmarks.outcomes import outcome, outcome_line
+from harness.benchmarks.segments import record_segment
 from harness.benchmarks.tasks import WorkloadTask, generate_tasks
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
@@ -139,14 +141,40 @@ def _spec(plan: BenchPlan, label: str, policy: str, detector: str = "schema_soun
     )  # fmt: skip
 
 
-def _quick_tasks(tasks: Sequence[WorkloadTask]) -> list[WorkloadTask]:
-    """One fan-out task each at n = 2, 6 and 10, one chain task, one mixed task."""
-    chosen = [
-        next(t for t in tasks if t.kind == "fan_out" and t.windows == (n,)) for n in (2, 6, 10)
-    ]
-    chosen.append(next(t for t in tasks if t.kind == "chain"))
-    chosen.append(next(t for t in tasks if t.kind == "mixed" and len(t.windows) >= 2))
-    return chosen
+#: ``--quick``: the gold policy's S, F and P on two n = 6 fan-out tasks (two real windows of
+#: the size R1 judges), and the model policy's S, F and P on one of them. No heuristic control,
+#: no BFCL: a few minutes on 2 CPU cores, engine start included.
+QUICK_GOLD_TASKS: tuple[str, ...] = ("fan_out-06", "fan_out-07")
+QUICK_MODEL_TASKS: tuple[str, ...] = ("fan_out-06",)
+QUICK_ARMS: tuple[str, ...] = ("S", "F", "P")
+
+
+def quick_description(plan: BenchPlan) -> str:
+    """What ``--quick`` compares, said before it starts."""
+    arms = [a for a in QUICK_ARMS if a in plan.arms]
+    return (
+        f"Quick comparison: arms {' vs '.join(arms)} on the n = 6 fan-out tasks "
+        f"{', '.join(QUICK_GOLD_TASKS)} under the gold policy (decoding forced to the gold calls: "
+        "same tokens in every arm, so any wall-time difference is the harness's), and the same "
+        f"arms on {', '.join(QUICK_MODEL_TASKS)} under the model policy (the 135M model chooses; "
+        "when it cannot solve the task that is a measurement, not a harness failure). "
+        f"{plan.concurrency} loops share one engine. Skipped here: the phase-heuristic control, "
+        "BFCL (R4), chain and mixed tasks: `harness bench` runs the whole protocol."
+    )
+
+
+def _quick_jobs(plan: BenchPlan, tasks: Sequence[WorkloadTask]) -> list[PlannedJob]:
+    by_id = {t.id: t for t in tasks}
+    jobs = []
+    for policy, ids in (("gold", QUICK_GOLD_TASKS), ("model", QUICK_MODEL_TASKS)):
+        if policy not in plan.policies:
+            continue
+        for task_id in ids:
+            for label in QUICK_ARMS:
+                if label in plan.arms and (policy == "gold" or label in plan.model_arms):
+                    spec = _spec(plan, label, policy)
+                    jobs.append(PlannedJob(job_id(task_id, spec), by_id[task_id], None, spec))
+    return jobs
 
 
 @dataclass(frozen=True)
@@ -167,22 +195,21 @@ def plan_jobs(plan: BenchPlan) -> list[PlannedJob]:
             raise ConfigError(f"Unknown task id(s) {missing}; see `harness tasks list`.")
         tasks = [by_id[i] for i in plan.task_ids]
     elif plan.quick:
-        tasks = _quick_tasks(tasks)
+        return _quick_jobs(plan, tasks)
     jobs: list[PlannedJob] = []
-    for index, wt in enumerate(tasks):
+    for wt in tasks:
         for policy in plan.policies:
-            if plan.quick and policy == "model" and index % 2:
-                continue  # quick: the model policy on every other task
             for label in plan.arms:
                 if policy == "model" and label not in plan.model_arms:
                     continue
                 spec = _spec(plan, label, policy)
                 jobs.append(PlannedJob(job_id(wt.id, spec), wt, None, spec))
-            if plan.heuristic and "F" in plan.arms and (not plan.quick or index % 2 == 0):
+            if plan.heuristic and "F" in plan.arms:
                 spec = _spec(plan, "F", policy, "phase_heuristic")
                 jobs.append(PlannedJob(job_id(wt.id, spec), wt, None, spec))
-    single, parallel = (plan.bfcl_simple, plan.bfcl_parallel) if not plan.quick else (
-        min(plan.bfcl_simple, 1), min(plan.bfcl_parallel, 1))  # fmt: skip
+    single, parallel = plan.bfcl_simple, plan.bfcl_parallel
+    if plan.quick:  # --quick with --tasks: those tasks, one BFCL entry per category
+        single, parallel = min(single, 1), min(parallel, 1)
     if single or parallel:
         counts = bench_counts(plan.bfcl_categories, single=single, parallel=parallel)
         for entry in select_entries(plan.seed, counts):
@@ -425,7 +452,9 @@ async def _run_locked(
     kept = [j for j in jobs if j["job_id"] in done and j.get("error")]
     todo = [p for p in planned if p.id not in done]
     manifest = load_workspace_manifest()
-    progress = Progress(len(todo), "jobs")
+    progress = Progress(len(todo), "jobs", failed_label="harness failure(s)")
+    if plan.quick and not plan.task_ids:
+        print(quick_description(plan))
     if jobs:
         print(
             f"resuming: {len(done)} job(s) already in {results_path}, {len(todo)} to run"
@@ -449,18 +478,32 @@ async def _run_locked(
         jobs.append(job)
         with open_append(results_path) as out:  # a torn line from a crash is ended first
             out.write(dumps(job) + "\n")
-        progress.advance(item.id, failed=not job["success"])
+        verdict = outcome(job)
+        note = {"solved": "solved", "model_failed": "model could not solve it"}.get(
+            verdict, "HARNESS FAILED"
+        )
+        progress.advance(f"{item.id}: {note}", failed=verdict == "harness_failed")
 
-    async with anyio.create_task_group() as tg:
-        for item in todo:
-            tg.start_soon(one, item)
+    before = len(jobs)
+    try:
+        async with anyio.create_task_group() as tg:
+            for item in todo:
+                tg.start_soon(one, item)
+    finally:  # an interrupted segment counts in the run's wall time too
+        segments = record_segment(
+            plan.out,
+            wall_s=time.monotonic() - started,
+            jobs_run=len(jobs) - before,
+            command=plan.command,
+        )
     planned_ids = {p.id for p in planned}
     latest = {j["job_id"]: j for j in jobs}  # a job that ran again: its last run counts
     selected = [j for j in latest.values() if j["job_id"] in planned_ids]
     meta = {
         "plan": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(plan).items()},
         "engine": plan.engine_label,
-        "bench_wall_s": time.monotonic() - started,
+        "bench_wall_s": sum(float(s["wall_s"]) for s in segments),
+        "segment_wall_s": [float(s["wall_s"]) for s in segments],
         "versions": versions(),
     }
     if executor is not None:
@@ -468,7 +511,13 @@ async def _run_locked(
     summary: dict[str, Any] = write_report(
         selected, plan.out, meta, declared_gap_pp=plan.declared_gap_pp
     )
-    return {**summary, "jobs": len(selected), "errors": dict(error_kinds(selected))}
+    return {
+        **summary,
+        "jobs": len(selected),
+        "errors": dict(error_kinds(selected)),
+        "harness_failed": sum(1 for j in selected if outcome(j) == "harness_failed"),
+        "outcome_line": outcome_line(selected),
+    }
 
 
 def versions() -> dict[str, str]:

@@ -28,6 +28,7 @@ from harness.benchmarks.analysis import (
     verdict_r4,
 )
 from harness.benchmarks.bfcl import CATEGORIES, BFCLDataError, data_quirks
+from harness.benchmarks.report_facts import facts, markdown, regime_markdown
 from harness.costmodel import Regime
 from harness.costmodel_speculation import wall_time_speculative
 
@@ -158,10 +159,12 @@ def write_report(
         g = min(100.0, max(0.0, float(measured_gap)))
         regime_g = replace(regime, gap_pp=g)
         recomputed = {"gap_pp": g, "n_star": costmodel.flip_window(regime_g)}
+    report_facts = facts(jobs, out, meta, regime, measured_gap)
     summary = {
         "meta": dict(meta),
         "jobs": len(jobs),
         "failed_jobs": sum(1 for j in jobs if j.get("error")),
+        "facts": report_facts,
         "regime": regime.to_json(),
         "n_star_measured_regime": costmodel.flip_window(regime),
         "recomputed_with_measured_gap": recomputed,
@@ -230,11 +233,14 @@ def _executor_lines(executor: Mapping[str, Any] | None) -> list[str]:
 def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
     meta = summary["meta"]
     lines = ["# Benchmark report: the parallelism dividend, measured", ""]
+    outcomes = summary["facts"]["outcomes"]
+    harness_failed = sum(c["harness_failed"] for c in outcomes.values())
+    model_failed = sum(c["model_failed"] for c in outcomes.values())
     lines += [
-        f"Engine: **{meta.get('engine')}**; jobs: {summary['jobs']} ({summary['failed_jobs']} ended in an error); "
-        f"bench wall {meta.get('bench_wall_s', 0):.0f} s.",
-        "",
-        "Command: `" + str(meta.get("plan", {}).get("command", "")) + "`",
+        f"Engine: **{meta.get('engine')}**; jobs: {summary['jobs']} ({summary['failed_jobs']} ended "
+        f"in an error; {model_failed} the model could not solve, {harness_failed} harness "
+        "failures: see below);",
+        *markdown(summary["facts"]),
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(meta.get("versions", {}).items())),
         "",
@@ -253,11 +259,11 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
             "",
             f"R4 outside its band: with the measured g = {rec['gap_pp']:.1f}pp the flip window is n* = {_fmt(rec['n_star'])}.",
         ]
-    lines += ["", "## Measured regime", "", "| parameter | value |", "|---|---|"]
-    lines += [f"| {k} | {_fmt(v, 4)} |" for k, v in summary["regime"].items()]
+    lines += ["", "## Regime: measured or declared", ""]
+    lines += regime_markdown(summary["regime"], summary["facts"])
     lines += [
         "",
-        f"Flip window n* at the measured regime and declared g: {_fmt(summary['n_star_measured_regime'])}.",
+        f"Flip window n* at the measured regime and the declared g: {_fmt(summary['n_star_measured_regime'])}.",
         "",
     ]
     lines += [

@@ -16,9 +16,16 @@ class Progress:
     """
 
     def __init__(
-        self, total: int, unit: str = "jobs", *, stream: TextIO | None = None, every: int = 10
+        self,
+        total: int,
+        unit: str = "jobs",
+        *,
+        stream: TextIO | None = None,
+        every: int = 10,
+        failed_label: str = "failed",
     ) -> None:
         self.total = max(total, 0)
+        self.failed_label = failed_label
         self.unit = unit
         self.done = 0
         self.failed = 0
@@ -37,7 +44,7 @@ class Progress:
         filled = int(width * self.done / self.total) if self.total else width
         elapsed = time.monotonic() - self.started
         left = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-        failed = f"  {self.failed} failed" if self.failed else ""
+        failed = f"  {self.failed} {self.failed_label}" if self.failed else ""
         eta = f", ~{self._clock(left)} left" if self.done and self.done < self.total else ""
         return (
             f"[{'#' * filled}{'.' * (width - filled)}] {self.done:>4}/{self.total} {self.unit}{failed}"

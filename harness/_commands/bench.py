@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +35,16 @@ and the null arm with their numbers.
 Resuming: --out is locked while a bench writes it (a second one is refused); results of
 another plan (seed, latency, arms, model, settings) are refused; jobs the engine failed are
 run again, other errored jobs are kept as results unless --retry-failed.
-Exit status: 0 when no job errored, 1 when one did (the error kinds are printed with their
-counts), 2 for a usage mistake, 130/143 when interrupted by SIGINT/SIGTERM.
+Every job is one of: solved; the model could not solve it (model policy: a missed gold label or
+a budget such as the stuck-loop guard, a measurement); a harness failure (an engine error, or
+any miss under the gold policy, whose decoding is forced to the gold calls).
+Exit status: 0 when no job is a harness failure, 1 when one is (the error kinds are printed
+with their counts), 2 for a usage mistake, 130/143 when interrupted by SIGINT/SIGTERM.
 """
 
 EPILOG = """\
 examples:
-  harness bench --quick                          # a representative subset in a few minutes
+  harness bench --quick                          # S vs F vs P on n = 6 fan-out windows: ~3-4 minutes
   harness bench --out runs/full                  # the full protocol (tens of minutes on 2 CPU cores)
   harness bench --out runs/full                  # ...interrupted? the same command resumes
   harness bench --out runs/full --retry-failed   # ...and run the jobs that errored again
@@ -63,7 +67,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="5 tasks (fan-out n=2/6/10, a chain, a mixed), 1 BFCL entry per category",
+        help="S, F and P on two n = 6 fan-out tasks (gold policy) and on one of them under the "
+        "model policy: 9 jobs, no heuristic control, no BFCL",
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="output directory (default runs/quick or runs/full)"
@@ -155,7 +160,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.benchmarks.bench import ARM_LABELS, BenchPlan, load_results, run_bench, versions
     from harness.benchmarks.bfcl import CATEGORIES
-    from harness.benchmarks.jobs import error_kinds
     from harness.benchmarks.report import write_report
 
     if args.report_only is not None:
@@ -166,13 +170,11 @@ def run(args: argparse.Namespace) -> int:
                 f"No jobs in {str(path)!r}; run `harness bench --out {args.report_only}` first."
             )
         summary = write_report(
-            jobs,
-            args.report_only,
-            {"engine": "(from results)", "versions": versions()},
+            jobs, args.report_only, _stored_meta(args.report_only, versions()),
             declared_gap_pp=args.gap,
-        )
+        )  # fmt: skip
         _print_summary(summary, args.report_only)
-        return _exit_status(dict(error_kinds(jobs)), len(jobs), args.report_only)
+        return _exit_status(jobs, args.report_only)
     if args.latency < 0 or args.sigma < 0:
         raise ConfigError("--latency and --sigma must be zero or more seconds.")
     check_ray_arguments(args)
@@ -184,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         bfcl_categories=tuple(args.bfcl_categories or CATEGORIES),
         latency_s=args.latency, latency_sigma_s=args.sigma, max_tokens=args.max_tokens,
         task_ids=tuple(args.tasks or ()), declared_gap_pp=args.gap, engine_label=args.engine, model=args.model,
-        command="harness " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "",
+        command=_command_line(),
     )  # fmt: skip
 
     async def go() -> dict[str, Any]:
@@ -208,18 +210,55 @@ def run(args: argparse.Namespace) -> int:
         f"finished jobs are in {out / 'results.jsonl'}: rerun the same command to resume.",
     )
     _print_summary(summary, out)
-    return _exit_status(summary.get("errors", {}), summary.get("jobs", 0), out)
+    return _exit_status(load_results(out / "results.jsonl"), out)
 
 
-def _exit_status(errors: dict[str, int], jobs: int, out: Path) -> int:
-    """0 when no job errored; else 1, after saying which kinds of error and how many."""
-    if not errors:
+def _stored_meta(out: Path, current_versions: dict[str, str]) -> dict[str, Any]:
+    """The meta of the run's own summary.json (engine, plan, command, wall, versions), so a
+    re-report keeps them; an older run recorded its command without ``bench`` (a bug since
+    fixed): it is put back."""
+    import json
+
+    meta: dict[str, Any] = {"engine": "(from results)", "versions": current_versions}
+    try:
+        stored = json.loads((out / "summary.json").read_text(encoding="utf-8")).get("meta", {})
+    except (OSError, ValueError):
+        return meta
+    meta.update(
+        {k: v for k, v in stored.items() if k in ("engine", "plan", "bench_wall_s", "versions")}
+    )
+    command = str(meta.get("plan", {}).get("command", ""))
+    if command.startswith("harness ") and not command.startswith("harness bench"):
+        meta["plan"] = {**meta["plan"], "command": "harness bench " + command[len("harness ") :]}
+    return meta
+
+
+def _command_line() -> str:
+    """The command as typed, ``harness bench ...`` (however the program was started)."""
+    return "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def _exit_status(jobs: Sequence[Mapping[str, Any]], out: Path) -> int:
+    """0 when no job is a harness failure (a model that could not solve its task is a
+    result); else 1, after saying which kinds of error and how many."""
+    from harness.benchmarks.jobs import errored_summary
+    from harness.benchmarks.outcomes import error_kind, outcome, outcome_line
+
+    print(outcome_line(jobs))
+    failed = [j for j in jobs if outcome(j) == "harness_failed"]
+    if not failed:
+        model = [j for j in jobs if error_kind(j)]
+        if model:
+            print(
+                f"note: {len(model)} model-policy job(s) ended in a budget (the stuck-loop guard, "
+                "turns or model mistakes): the model could not solve them; not a harness failure."
+            )
         return EXIT_OK
-    kinds = ", ".join(f"{kind} ×{n}" for kind, n in sorted(errors.items()))
     print(
-        f"error: {sum(errors.values())} of {jobs} job(s) errored: {kinds}; see the 'error' "
-        f"field in {out / 'results.jsonl'}, then rerun the same command (add --retry-failed "
-        "to run errors other than the engine's again)",
+        f"error: harness failure(s) in {len(failed)} of {len(jobs)} job(s) "
+        f"({errored_summary(jobs) or 'no error raised: a gold-policy run missed its label'}); "
+        f"see the 'error' and 'failures' fields in {out / 'results.jsonl'}, then rerun the same "
+        "command (add --retry-failed to run errors other than the engine's again)",
         file=sys.stderr,
     )
     return EXIT_JOB_FAILED

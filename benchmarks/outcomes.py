@@ -1,0 +1,78 @@
+"""What a benchmark job's result means: solved, the model could not solve it, or the harness failed.
+
+A job that did not meet its gold label is one of two different facts, and the report, the
+progress line and the exit status keep them apart:
+
+- **model** (``"model_failed"``): the model could not solve it. Under the ``model`` policy (and
+  every BFCL entry) the model chooses its calls; a run that misses the gold label, or ends in
+  a budget (:class:`~harness.errors.UsageLimitExceeded`: the stuck-loop guard, the turn or
+  model-mistake budget), is a measurement of the model, not a defect.
+- **harness** (``"harness_failed"``): the harness failed. An engine failure (``EngineError``
+  and its subclasses), a replay divergence, or any other error is the harness's (or the
+  machine's) under every policy; and under the ``gold`` policy — decoding forced to the gold
+  calls — any miss or error at all is the harness's, since a correct harness cannot fail
+  there.
+
+``harness bench`` exits 1 only for harness failures; model failures are results.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+__all__ = (
+    "Outcome",
+    "error_kind",
+    "outcome",
+    "outcome_counts",
+    "outcome_line",
+)
+
+Outcome = Literal["solved", "model_failed", "harness_failed"]
+
+#: Error kinds that are the model's when the model chooses (a budget it ran out of).
+_MODEL_ERRORS = frozenset({"UsageLimitExceeded"})
+
+
+def error_kind(job: Mapping[str, Any]) -> str | None:
+    """The error class of a job (``job["error"]`` is ``"Kind: message"``), or ``None``."""
+    error = job.get("error")
+    if not error:
+        return None
+    return str(error).split(":", 1)[0].strip() or "error"
+
+
+def outcome(job: Mapping[str, Any]) -> Outcome:
+    """Whether ``job`` solved its task, the model could not, or the harness failed."""
+    kind = error_kind(job)
+    if kind is None and job.get("success"):
+        return "solved"
+    if job.get("policy") != "model":
+        return "harness_failed"  # forced gold calls cannot miss: the harness did
+    if kind is None or kind in _MODEL_ERRORS:
+        return "model_failed"
+    return "harness_failed"
+
+
+def outcome_counts(jobs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """``{policy: {"solved": n, "model_failed": n, "harness_failed": n}}`` (zeros included)."""
+    out: dict[str, Counter[str]] = {}
+    for job in jobs:
+        counts = out.setdefault(str(job.get("policy", "gold")), Counter())
+        counts[outcome(job)] += 1
+    keys = ("solved", "model_failed", "harness_failed")
+    return {policy: {k: counts[k] for k in keys} for policy, counts in sorted(out.items())}
+
+
+def outcome_line(jobs: Iterable[Mapping[str, Any]]) -> str:
+    """One sentence: ``"9 jobs: 7 solved, 2 the model could not solve (model policy), 0
+    harness failures"``."""
+    jobs = list(jobs)
+    counts = Counter(outcome(j) for j in jobs)
+    return (
+        f"{len(jobs)} jobs: {counts['solved']} solved, {counts['model_failed']} the model could "
+        f"not solve (model policy: a measurement, not an error), {counts['harness_failed']} "
+        "harness failure(s)"
+    )

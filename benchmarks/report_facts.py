@@ -1,0 +1,220 @@
+"""The report's bookkeeping: what ran, what failed and why, what was measured and what declared.
+
+Each function reads the job records (and the run's segments) and returns JSON-ready data for
+``summary.json``; :func:`markdown` renders the sections ``report.md`` shows before the figures.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness import costmodel
+from harness.benchmarks.analysis import measured_regime_values
+from harness.benchmarks.outcomes import error_kind, outcome, outcome_counts
+from harness.benchmarks.segments import load_segments
+from harness.costmodel import Regime
+
+__all__ = ("facts", "markdown")
+
+Job = Mapping[str, Any]
+_WORKLOAD = ("fan_out", "chain", "mixed")
+
+
+def _errors_by_policy(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, int]]]:
+    """``{policy: {error kind: {"model": n, "harness": n}}}``: every error, whose it is."""
+    out: dict[str, dict[str, Counter[str]]] = {}
+    for job in jobs:
+        kind = error_kind(job)
+        if kind is None:
+            continue
+        whose = "model" if outcome(job) == "model_failed" else "harness"
+        out.setdefault(str(job.get("policy")), {}).setdefault(kind, Counter())[whose] += 1
+    return {
+        policy: {kind: {"model": c["model"], "harness": c["harness"]} for kind, c in kinds.items()}
+        for policy, kinds in sorted(out.items())
+    }
+
+
+def _window_counts(jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    """Certified windows (n >= 2) per detector, F vs F+eager, policy: windows, jobs, false fills."""
+    groups: dict[tuple[str, str, str], list[Job]] = {}
+    for job in jobs:
+        if job.get("arm") == "F" and job.get("kind") in _WORKLOAD:
+            label = "F+eager" if job.get("eager") else "F"
+            key = (str(job.get("detector", "schema_sound")), label, str(job.get("policy")))
+            groups.setdefault(key, []).append(job)
+    rows = []
+    for (detector, label, policy), group in sorted(groups.items()):
+        windows = [w for j in group for w in j.get("windows", []) if len(w["call_ids"]) >= 2]
+        rows.append({
+            "detector": detector, "arm": label, "policy": policy, "jobs": len(group),
+            "windows": len(windows), "per_task": len(windows) / len(group),
+            "false_fills": sum(1 for w in windows if w.get("false_fill")),
+        })  # fmt: skip
+    return rows
+
+
+def _validator(jobs: Sequence[Job]) -> dict[str, dict[str, Any]]:
+    """P+V per policy: windows, resamples, jobs that resampled, and ε̂_v = resamples per window
+    (the measured rate at which the validator sent a window back)."""
+    out = {}
+    for policy in ("gold", "model"):
+        chosen = [j for j in jobs if j.get("arm") == "P+V" and j.get("policy") == policy]
+        if not chosen:
+            continue
+        windows = sum(len(j.get("windows", [])) for j in chosen)
+        resamples = sum(int(j.get("summary", {}).get("resamples", 0) or 0) for j in chosen)
+        out[policy] = {
+            "jobs": len(chosen),
+            "windows": windows,
+            "resamples": resamples,
+            "jobs_resampled": sum(
+                1 for j in chosen if (j.get("summary", {}).get("resamples") or 0) > 0
+            ),
+            "epsilon_v": resamples / windows if windows else None,
+        }
+    return out
+
+
+def _false_fill_rate(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """φ̂: false fills per certified window of the phase-heuristic F (gold policy, no eager)."""
+    for row in rows:
+        if (row["detector"], row["arm"], row["policy"]) == ("phase_heuristic", "F", "gold"):
+            return row["false_fills"] / row["windows"] if row["windows"] else None
+    return None
+
+
+def facts(
+    jobs: Sequence[Job],
+    out: Path,
+    meta: Mapping[str, Any],
+    regime: Regime,
+    measured_gap_pp: float | None,
+) -> dict[str, Any]:
+    """Segments, outcomes, errors, window counts, the regime's provenance, the frontier
+    recomputed at the measured g and φ, and the validator's ε̂_v."""
+    segments = load_segments(out)
+    windows = _window_counts(jobs)
+    measured = set(measured_regime_values(jobs))
+    phi = _false_fill_rate(windows)
+    provenance = {
+        name: ("measured" if name in measured else "declared") for name in regime.to_json()
+    }
+    at_measured = regime
+    if measured_gap_pp is not None:
+        at_measured = replace(at_measured, gap_pp=min(100.0, max(0.0, measured_gap_pp)))
+        provenance["gap_pp"] = "measured (BFCL simple − parallel)"
+    if phi is not None:
+        at_measured = replace(at_measured, false_fill_rate=phi)
+        provenance["false_fill_rate"] = "measured (phase-heuristic F, gold)"
+    frontier = {
+        "regime": at_measured.to_json(),
+        "n_star": costmodel.flip_window(at_measured),
+        "g_T_star_pp": {n: costmodel.crossover_gap_wall(at_measured, n) for n in (2, 6, 10)},
+        "heuristic_cost_pp": costmodel.phase_heuristic_cost_pp(at_measured),
+    }
+    return {
+        "segments": segments,
+        "bench_wall_s": sum(float(s["wall_s"]) for s in segments) or meta.get("bench_wall_s"),
+        "command": (segments[0]["command"] if segments else None)
+        or meta.get("plan", {}).get("command"),
+        "outcomes": outcome_counts(jobs),
+        "errors_by_policy": _errors_by_policy(jobs),
+        "window_counts": windows,
+        "regime_provenance": provenance,
+        "frontier_measured": frontier,
+        "validator": _validator(jobs),
+    }
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown(f: Mapping[str, Any]) -> list[str]:
+    """The report's sections on what ran and how it ended (rendered before the verdicts)."""
+    segments = f["segments"]
+    wall = f.get("bench_wall_s")
+    if segments:
+        parts = " + ".join(f"{float(s['wall_s']):.0f}" for s in segments)
+        when = f"bench wall {float(wall or 0):.0f} s over {len(segments)} segment(s) ({parts} s)"
+    else:
+        when = (
+            f"bench wall {float(wall or 0):.0f} s (this run recorded no segments.jsonl: only the "
+            "last invocation's wall is known)"
+        )
+    lines = [when + ".", "", "Command: `" + str(f.get("command") or "") + "`", ""]
+    lines += [
+        "## How the jobs ended",
+        "",
+        "A miss under the gold policy (decoding forced to the gold calls) or an engine error is "
+        "a harness failure; a miss or a budget under the model policy is the model's.",
+        "",
+        "| policy | solved | the model could not solve it | harness failures |",
+        "|---|---|---|---|",
+    ]
+    for policy, c in f["outcomes"].items():
+        lines.append(f"| {policy} | {c['solved']} | {c['model_failed']} | {c['harness_failed']} |")
+    if f["errors_by_policy"]:
+        lines += ["", "| policy | error kind | the model's | the harness's |", "|---|---|---|---|"]
+        for policy, kinds in f["errors_by_policy"].items():
+            for kind, c in sorted(kinds.items()):
+                lines.append(f"| {policy} | {kind} | {c['model']} | {c['harness']} |")
+    if f["window_counts"]:
+        lines += [
+            "",
+            "## Certified windows per detector (n ≥ 2)",
+            "",
+            "| detector | arm | policy | jobs | windows | per task | false fills |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in f["window_counts"]:
+            lines.append(
+                f"| {r['detector']} | {r['arm']} | {r['policy']} | {r['jobs']} | {r['windows']} | "
+                f"{r['per_task']:.3f} | {r['false_fills']} |"
+            )
+    if f["validator"]:
+        lines += [
+            "",
+            "## The P+V validator",
+            "",
+            "| policy | jobs | windows | resamples | jobs that resampled | ε̂_v (resamples per window) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for policy, v in f["validator"].items():
+            lines.append(
+                f"| {policy} | {v['jobs']} | {v['windows']} | {v['resamples']} | "
+                f"{v['jobs_resampled']} | {_fmt(v['epsilon_v'], 3)} |"
+            )
+    return lines
+
+
+def regime_markdown(regime: Mapping[str, Any], f: Mapping[str, Any]) -> list[str]:
+    """The regime table with each parameter's provenance, and the frontier at the measured
+    g and false-fill rate."""
+    provenance = f["regime_provenance"]
+    frontier = f["frontier_measured"]
+    lines = ["| parameter | value | source |", "|---|---|---|"]
+    at = frontier["regime"]
+    for k, v in regime.items():
+        shown = at.get(k, v) if k in ("gap_pp", "false_fill_rate") else v
+        lines.append(f"| {k} | {_fmt(shown, 4)} | {provenance.get(k, 'declared')} |")
+    g = frontier["g_T_star_pp"]
+    lines += [
+        "",
+        "Frontier at the measured regime, with the measured g and false-fill rate where this "
+        f"run measured them: n* = {_fmt(frontier['n_star'])} "
+        f"(g = {_fmt(at['gap_pp'])}pp); g_T* = {_fmt(g[2])} / {_fmt(g[6])} / {_fmt(g[10])}pp "
+        f"at n = 2 / 6 / 10; the phase-heuristic detector's expected cost 100·φ·w·f = "
+        f"{_fmt(frontier['heuristic_cost_pp'])}pp (φ = {_fmt(at['false_fill_rate'], 3)}, "
+        f"w = {_fmt(at['windows_per_task'], 3)}, f = {_fmt(at['false_fill_fail_share'])} declared).",
+    ]
+    return lines

@@ -1,0 +1,132 @@
+"""Claims about ``harness bench --quick`` and how a bench tells model failures from harness ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from harness.benchmarks.bench import (
+    QUICK_ARMS,
+    QUICK_GOLD_TASKS,
+    BenchPlan,
+    plan_jobs,
+    quick_description,
+    run_bench,
+)
+from harness.benchmarks.outcomes import outcome, outcome_counts
+from harness.benchmarks.segments import load_segments
+from harness.cli import main
+from harness.testing import ScriptedEngine
+
+
+def test_the_quick_plan_compares_S_F_and_P_on_two_n6_fan_out_tasks_and_one_model_task() -> None:
+    jobs = plan_jobs(BenchPlan(out=Path("q"), quick=True))
+    gold = [j for j in jobs if j.spec.policy == "gold"]
+    model = [j for j in jobs if j.spec.policy == "model"]
+    assert {j.workload.id for j in gold if j.workload} == set(QUICK_GOLD_TASKS)
+    assert all(j.workload is not None and j.workload.windows == (6,) for j in jobs)
+    assert sorted(j.spec.label for j in gold) == sorted(QUICK_ARMS * 2)
+    assert sorted(j.spec.label for j in model) == sorted(QUICK_ARMS)
+    assert not any(j.bfcl for j in jobs)
+    assert len(jobs) == 9
+
+
+def test_the_quick_plan_says_what_it_compares_and_what_it_skips() -> None:
+    text = quick_description(BenchPlan(out=Path("q"), quick=True))
+    assert "S vs F vs P" in text
+    assert "gold policy" in text
+    assert "model policy" in text
+    assert "BFCL" in text
+
+
+def _job(policy: str, success: bool, error: str | None = None) -> dict[str, Any]:
+    return {"policy": policy, "success": success, "error": error}
+
+
+@pytest.mark.parametrize(
+    ("job", "expected"),
+    [
+        (_job("gold", True), "solved"),
+        (_job("model", True), "solved"),
+        (_job("model", False), "model_failed"),
+        (_job("model", False, "UsageLimitExceeded: stuck"), "model_failed"),
+        (_job("model", False, "EngineRequestError: HTTP 503"), "harness_failed"),
+        (_job("model", False, "ReplayDivergence: unexpected"), "harness_failed"),
+        (_job("gold", False), "harness_failed"),
+        (_job("gold", False, "UsageLimitExceeded: stuck"), "harness_failed"),
+        (_job("gold", True, "EngineDeadError: gone"), "harness_failed"),
+    ],
+)
+def test_a_miss_is_the_model_s_only_when_the_model_chose_and_no_engine_failed(
+    job: dict[str, Any], expected: str
+) -> None:
+    assert outcome(job) == expected
+
+
+def test_outcomes_are_counted_per_policy_with_zeros() -> None:
+    counts = outcome_counts([_job("gold", True), _job("model", False), _job("model", True)])
+    assert counts == {
+        "gold": {"solved": 1, "model_failed": 0, "harness_failed": 0},
+        "model": {"solved": 1, "model_failed": 1, "harness_failed": 0},
+    }
+
+
+def _stuck(messages: Any, tools: Any) -> Any:
+    """A model that repeats one call until the stuck-loop guard stops it."""
+    return {"name": "list_docs", "arguments": {}}
+
+
+def test_a_bench_whose_only_misses_are_the_model_s_exits_0_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def engine(args: Any) -> Any:
+        return ScriptedEngine(_stuck)
+
+    monkeypatch.setattr("harness._commands.bench.open_engine", engine)
+    argv = ["bench", "--out", str(tmp_path), "--tasks", "fan_out-00", "--arms", "S",
+            "--policy", "model", "--bfcl", "0", "0", "--latency", "0", "--no-heuristic"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "1 the model could not solve" in out
+    assert "0 harness failure(s)" in out
+
+
+def test_a_bench_records_every_segment_and_reports_their_total_and_the_full_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = ["bench", "--engine", "scripted", "--out", str(tmp_path), "--tasks", "fan_out-00",
+            "chain-00", "--arms", "S", "--policy", "gold", "--bfcl", "0", "0", "--latency", "0",
+            "--no-heuristic"]  # fmt: skip
+    monkeypatch.setattr("sys.argv", ["harness", *argv])
+    assert main(argv) == 0
+    (tmp_path / "results.jsonl").write_text(
+        (tmp_path / "results.jsonl").read_text().splitlines()[0] + "\n"
+    )  # one job lost: the next invocation is a second segment
+    assert main(argv) == 0
+    segments = load_segments(tmp_path)
+    assert [s["jobs_run"] for s in segments] == [2, 1]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["meta"]["bench_wall_s"] == pytest.approx(sum(s["wall_s"] for s in segments))
+    report = (tmp_path / "report.md").read_text()
+    assert "Command: `harness bench --engine scripted" in report
+    assert "2 segment(s)" in report
+
+
+def test_an_interrupted_segment_still_counts_in_the_wall_time(tmp_path: Path) -> None:
+    plan = BenchPlan(
+        out=tmp_path, task_ids=("chain-00", "fan_out-06"), arms=("S",), policies=("gold",),
+        heuristic=False, bfcl_simple=0, bfcl_parallel=0, latency_s=0.4, concurrency=1,
+    )  # fmt: skip
+
+    async def interrupted() -> None:
+        with anyio.move_on_after(3.0):  # chain-00 finishes, fan_out-06 (6 x 0.4 s calls) not
+            await run_bench(ScriptedEngine(), plan)
+
+    anyio.run(interrupted)
+    (first,) = load_segments(tmp_path)
+    assert first["jobs_run"] == 1
+    assert first["wall_s"] >= 1.5  # the part of 3 s after the plan was loaded
