@@ -496,7 +496,7 @@ def run_case(world: World) -> CaseOutcome:
 def _raw_targets() -> Iterator[None]:
     from harness.effects import Footprint
 
-    def footprint(self: Tool, arguments: Any) -> Footprint:
+    def footprint(self: Tool, arguments: Any, **_: Any) -> Footprint:
         if not isinstance(arguments, Mapping):
             return Footprint.failed("not a mapping")
         raw = dict(arguments)

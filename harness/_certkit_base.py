@@ -5,7 +5,7 @@ the kit that imports it)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
 from harness._certkit_report import ClaimName, ClaimResult, Counterexample
@@ -13,7 +13,7 @@ from harness.certify import Detector
 from harness.engines.base import ToolCall
 from harness.tools import Toolset
 
-__all__ = ("Call", "Falsified", "KitView", "tool_call")
+__all__ = ("Call", "Falsified", "KitView", "changed_resources", "tool_call")
 
 #: One drawn call: the tool's name and its arguments.
 Call = tuple[str, Mapping[str, Any]]
@@ -32,6 +32,15 @@ def tool_call(index: int, name: str, arguments: Mapping[str, Any]) -> ToolCall:
     return ToolCall(f"call_{index}", name, json.dumps(dict(arguments), sort_keys=True))
 
 
+def changed_resources(
+    before: Mapping[str, Hashable] | None, after: Mapping[str, Hashable] | None
+) -> set[str]:
+    """The resources whose fingerprint differs between two ``resources(state)`` maps."""
+    if before is None or after is None:
+        return set()
+    return {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+
+
 class KitView(Protocol):
     """What a claim module needs of the kit."""
 
@@ -46,6 +55,9 @@ class KitView(Protocol):
 
     @property
     def strategies(self) -> Mapping[str, Any]: ...
+
+    def once(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        """One call run alone on a fresh state (memoised): an ``Observed``."""
 
     def _result(
         self,

@@ -29,7 +29,8 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
-from harness._certkit_base import Call, Falsified, tool_call
+from harness._certkit_aliases import alias_table, check_targets_canonical, target_arguments
+from harness._certkit_base import Call, Falsified, changed_resources, tool_call
 from harness._certkit_contract import CertifiableToolset
 from harness._certkit_d2 import check_d2
 from harness._certkit_report import ClaimName, ClaimResult, Counterexample, Outcome
@@ -92,6 +93,25 @@ async def _concurrent(
     return tuple(await gather(thunks, start_order=order))
 
 
+#: How long the kit waits for the thread of an abandoned sync call before it judges the state.
+SETTLE_S = 60.0
+
+
+def _settle(results: Sequence[ToolResult]) -> None:
+    """Wait until every abandoned sync call's thread has ended: a sync tool that timed out
+    keeps running (and writing) in its thread, so the state is judged only after it ends.
+    A thread still running after :data:`SETTLE_S` is an error (the kit cannot judge)."""
+    for result in results:
+        thread = result.thread
+        if thread is not None and not thread.wait(SETTLE_S):
+            raise ToolsetError(
+                f"Tool '{result.name}' timed out and its thread was still running "
+                f"{SETTLE_S:.0f} s later; the kit judges a call only after it ends: make the "
+                "tool return, or raise its timeout_s.",
+                tool=result.name,
+            )
+
+
 def _outcome_text(result: ToolResult) -> str:
     return result.content
 
@@ -103,12 +123,7 @@ def _short(value: Hashable | None) -> str | None:
     return text[:12] if isinstance(value, str) and len(text) >= 32 else text[:60]
 
 
-def _changed(
-    before: Mapping[str, Hashable] | None, after: Mapping[str, Hashable] | None
-) -> set[str]:
-    if before is None or after is None:
-        return set()
-    return {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+_changed = changed_resources
 
 
 def _clip(value: Any, width: int = 60) -> str:
@@ -185,10 +200,15 @@ class Kit:
         )
         strategies: dict[str, st.SearchStrategy[Any]] = {}
         errors: dict[str, str] = {}
+        aliases = alias_table(toolset, examples_table)
         for name, tool in toolset.items():
             try:
                 strategies[name] = arguments_strategy(
-                    name, tool.parameters, examples=examples_table, overrides=overrides
+                    name,
+                    tool.parameters,
+                    examples=examples_table,
+                    overrides=overrides,
+                    aliases=aliases,
                 )
             except Exception as exc:  # an exotic schema: report it, check the rest
                 errors[name] = f"cannot generate arguments from its schema: {exc}"
@@ -234,6 +254,7 @@ class Kit:
             results = anyio.run(_serial, toolset, tool_calls)
         else:
             results = anyio.run(_concurrent, toolset, tool_calls, order, yields or [0] * len(calls))
+        _settle(results)
         return Observed(results, before, self.snapshot(state))
 
     def once(self, name: str, arguments: Mapping[str, Any]) -> Observed:
@@ -347,6 +368,8 @@ class Kit:
             claims.append("idempotent")
         if effect.write_targets is not None and not effect.read_only:
             claims.append("write_targets")
+            if target_arguments(tool):
+                claims.append("targets_canonical")
         if not effect.annotated:
             self.notes.append(f"'{name}' is unannotated: it claims nothing (worst case)")
         for claim in claims:
@@ -357,6 +380,8 @@ class Kit:
                 yield functools.partial(self.check_read_only, name)
             elif claim == "idempotent":
                 yield functools.partial(self.check_idempotent, name)
+            elif claim == "targets_canonical":
+                yield functools.partial(check_targets_canonical, self, name)
             else:
                 yield functools.partial(self.check_write_targets, name)
         if effect.speculable and not effect.read_only:  # read-only tools need no opt-in

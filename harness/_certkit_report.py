@@ -19,13 +19,18 @@ __all__ = (
     "Outcome",
 )
 
-ClaimName = Literal["read_only", "idempotent", "write_targets", "commutes", "D2", "speculable"]
+ClaimName = Literal[
+    "read_only", "idempotent", "write_targets", "targets_canonical", "commutes", "D2", "speculable"
+]
 ClaimStatus = Literal["passed", "FALSE", "unverified"]
 
 CLAIMS: Mapping[str, str] = {
     "read_only": "a call leaves the state unchanged",
     "idempotent": "calling twice leaves the same state and result as calling once",
     "write_targets": "a call changes nothing outside its declared write targets",
+    "targets_canonical": (
+        "two spellings of an argument that change one resource declare overlapping targets"
+    ),
     "commutes": "certified windows run concurrently in any order equal the serial run",
     "D2": "no certified window holds a call that needs a result of that window",
     "speculable": "run twice with one key, or before a call it commutes with, changes nothing",
@@ -159,13 +164,13 @@ class CertificationReport:
             "",
         ]
         width = max([len("tool / windows"), *(len(c.subject) for c in self.claims)])
-        out.append(f"{'tool / windows':<{width}}  {'claim':<13} {'examples':>8}  result")
+        out.append(f"{'tool / windows':<{width}}  {'claim':<17} {'examples':>8}  result")
         previous = None
         for c in self.claims:
             subject = c.subject if c.subject != previous else ""
             previous = c.subject
             result = c.status + (f" ({c.reason})" if c.reason else "")
-            out.append(f"{subject:<{width}}  {c.claim:<13} {c.examples:>8}  {result}")
+            out.append(f"{subject:<{width}}  {c.claim:<17} {c.examples:>8}  {result}")
         for c in self.false:
             out.extend(["", *_render_false(c)])
         out.append("")

@@ -264,13 +264,15 @@ def arguments_strategy(
     *,
     examples: Mapping[str, Sequence[Any]] | None = None,
     overrides: Mapping[str, Strategy] | None = None,
+    aliases: Mapping[str, Sequence[Any]] | None = None,
 ) -> Strategy:
     """Argument objects for ``tool`` valid against its ``schema``.
 
     ``overrides``: a whole strategy per argument. ``examples``: values drawn seven times out
     of eight for an argument (the rest come from its schema); values that do not validate
-    against the argument's schema are dropped. Both are keyed ``"tool.argument"`` (first) or
-    ``"argument"``.
+    against the argument's schema are dropped. ``aliases``: other spellings of the examples
+    (:mod:`harness._certkit_aliases`), drawn instead of an example one time in three. All are
+    keyed ``"tool.argument"`` (first) or ``"argument"``.
     """
     converter = _Converter(schema)
     properties: Mapping[str, Any] = schema.get("properties", {})
@@ -289,7 +291,13 @@ def arguments_strategy(
                 )
                 valid = [v for v in values if check.is_valid(v)]
                 if valid:
-                    chosen = _favour(st.sampled_from(valid), chosen)
+                    favoured = st.sampled_from(valid)
+                    spellings = [
+                        v for v in _pick(tool, name, aliases or {}) or () if check.is_valid(v)
+                    ]
+                    if spellings:
+                        favoured = _favour(favoured, st.sampled_from(spellings), weight=(2, 3))
+                    chosen = _favour(favoured, chosen)
         (fixed if name in required else optional)[name] = chosen
     if not properties:
         return from_schema(schema)
@@ -300,9 +308,12 @@ def arguments_strategy(
 
 
 @st.composite
-def _favour(draw: st.DrawFn, favoured: Strategy, other: Strategy) -> Any:
-    """``favoured`` seven times out of eight (and when shrinking), ``other`` otherwise."""
-    if draw(st.integers(0, 7)) < 7:
+def _favour(
+    draw: st.DrawFn, favoured: Strategy, other: Strategy, weight: tuple[int, int] = (7, 8)
+) -> Any:
+    """``favoured`` seven times out of eight by default (and when shrinking), ``other``
+    otherwise."""
+    if draw(st.integers(0, weight[1] - 1)) < weight[0]:
         return draw(favoured)
     return draw(other)
 

@@ -174,7 +174,8 @@ async def execute_call(
     arguments = call.args.value
     if arguments is None:
         return error("bad_json", call.args.problem or "bad arguments")
-    problems = tool.validation_errors(arguments)
+    key = (call.id, call.arguments)  # the certifier may have checked it already: reuse that
+    problems = [] if tool.check(arguments, call=key).valid else tool.validation_errors(arguments)
     if problems:
         return error(
             "bad_arguments",
@@ -185,7 +186,12 @@ async def execute_call(
         # move_on_after, not fail_after: a TimeoutError the tool raises itself is the tool's
         # failure, not our deadline (and must not be formatted as one when timeout_s is None).
         with anyio.move_on_after(tool.timeout_s) as deadline:
-            value = await tool.invoke(arguments, idempotency_key=idempotency_key, thread=thread)
+            value = await tool.invoke(
+                arguments,
+                idempotency_key=idempotency_key,
+                thread=thread,
+                call=key,
+            )
     except anyio.get_cancelled_exc_class():
         _give_up(call, thread, on_abandon)
         raise

@@ -7,12 +7,20 @@ by hypothesis from each tool's JSON Schema:
 ``read_only``       a call leaves the state fingerprint unchanged;
 ``idempotent``      calling twice leaves the same state and returns the same result as once;
 ``write_targets``   a call changes no resource outside its declared write targets;
+``targets_canonical`` a call and an aliasing variant of it (a target argument spelled
+                    another way: case, Unicode, whitespace, path or numeric form, see
+                    :mod:`harness._certkit_aliases`) that change the same resource declare
+                    overlapping write targets (the ``canonical=`` fold covers the store's);
 ``commutes``        every window the certifier certifies, run concurrently in random start
                     orders and interleavings, gives the same results and final state as the
                     serial run in emitted order (windows of each fan-out phase of the
                     manifest, and of one synthetic fan-out phase over every tool);
 ``D2``              no certified window holds a call whose argument the manifest marks as a
                     result of another call of that window (batch and online certification).
+
+Arguments that feed targets are also drawn as aliasing variants of their example values, so
+``commutes`` meets windows such as ``write("a")`` beside ``write("A")``. A sync tool's call is
+judged only after its thread has ended (a call abandoned on timeout may still write).
 
 A false claim is shrunk by hypothesis to a minimal counterexample and reported with the tool,
 the claim, the arguments, the two outcomes that differ and what to change.

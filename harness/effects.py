@@ -57,7 +57,7 @@ import string
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import PurePath
 from typing import Any
@@ -313,6 +313,82 @@ def _check_spec(spec: TargetSpec | None, side: str) -> TargetSpec | None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A target template parsed once (when the effect is declared): its literal parts and
+    fields, so filling it per call is a join, not a ``str.format`` parse."""
+
+    literals: tuple[str, ...]  # one more than fields: the text around each field
+    fields: tuple[str, ...]
+    unique: tuple[str, ...]  # the fields, each once, in first-use order
+
+    @classmethod
+    def parse(cls, template: str) -> _Template:
+        template_fields(template)  # rejects what a target template may not hold
+        literals: list[str] = []
+        fields: list[str] = []
+        pending = ""
+        for literal, name, _, _ in string.Formatter().parse(template):
+            pending += literal  # '{{' / '}}' arrive here as single braces
+            if name is not None:
+                literals.append(pending)
+                fields.append(name)
+                pending = ""
+        literals.append(pending)
+        return cls(tuple(literals), tuple(fields), tuple(dict.fromkeys(fields)))
+
+    def fill(self, texts: Mapping[str, str]) -> str:
+        literals = self.literals
+        out = [literals[0]]
+        for i, name in enumerate(self.fields, 1):
+            out.append(texts[name])
+            out.append(literals[i])
+        return "".join(out)
+
+    def expand(self, arguments: Mapping[str, Any]) -> list[str]:
+        """``"doc:{key}"`` with ``key="a"`` -> ``["doc:a"]``; a list argument expands to one
+        target per element (a product for several); a missing argument is unknown. Values
+        are inserted verbatim (braces in a value are not re-read)."""
+        texts: dict[str, str] = {}
+        for name in self.unique:  # the common case: scalar arguments, one target
+            if name not in arguments:
+                raise _Unknown(f"argument {name!r} missing")
+            value = arguments[name]
+            if isinstance(value, list | tuple | set | frozenset):
+                return self._product(arguments)
+            texts[name] = value if type(value) is str else canonical_text(value)
+        return [self.fill(texts)]
+
+    def _product(self, arguments: Mapping[str, Any]) -> list[str]:
+        choices: list[list[str]] = []
+        size = 1
+        for name in self.unique:
+            if name not in arguments:
+                raise _Unknown(f"argument {name!r} missing")
+            value = arguments[name]
+            if isinstance(value, list | tuple | set | frozenset):
+                texts = list(dict.fromkeys(canonical_text(v) for v in value))
+            else:
+                texts = [canonical_text(value)]
+            size *= len(texts)
+            if size > MAX_TARGETS:
+                raise _Unknown(f"over {MAX_TARGETS} targets (a product of list arguments)")
+            choices.append(texts)
+        return [
+            self.fill(dict(zip(self.unique, combo, strict=True)))
+            for combo in itertools.product(*choices)
+        ]
+
+
+_Compiled = tuple[_Template, ...] | Callable[[Mapping[str, Any]], Iterable[str]] | None
+
+
+def _compile_spec(spec: TargetSpec | None) -> _Compiled:
+    if spec is None or callable(spec):
+        return spec
+    return tuple(_Template.parse(t) for t in ([spec] if isinstance(spec, str) else spec))
+
+
 # -- the footprint ---------------------------------------------------------------------------
 
 
@@ -385,11 +461,16 @@ class Effect:
     canonical: Fold | Mapping[str, Fold] | None = None
     accepts_idempotency_key: bool = False
     speculable: bool = False
+    # The target specs compiled once (templates parsed), for footprint().
+    _writes: _Compiled = field(default=None, init=False, repr=False, compare=False)
+    _reads: _Compiled = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "write_targets", _check_spec(self.write_targets, "write_targets"))
         object.__setattr__(self, "read_targets", _check_spec(self.read_targets, "read_targets"))
         object.__setattr__(self, "canonical", _folds(self.canonical))
+        object.__setattr__(self, "_writes", _compile_spec(self.write_targets))
+        object.__setattr__(self, "_reads", _compile_spec(self.read_targets))
 
     @classmethod
     def worst_case(cls) -> Effect:
@@ -482,13 +563,13 @@ class Effect:
         try:
             folded = self._folded(arguments)
             writes, why_w = (
-                (frozenset(), "")
-                if self.read_only
-                else self._side(self.write_targets, folded, "writes")
+                (frozenset(), "") if self.read_only else self._side(self._writes, folded, "writes")
             )
-            reads, why_r = self._side(self.read_targets, folded, "reads")
+            reads, why_r = self._side(self._reads, folded, "reads")
         except Exception as exc:  # a declaration's bug is "not certified", never a crash
             return Footprint.failed(f"{type(exc).__name__}: {exc}")
+        if not (why_w or why_r):
+            return Footprint(writes, reads)
         return Footprint(writes, reads, "; ".join(w for w in (why_w, why_r) if w))
 
     def targets(self, arguments: Mapping[str, Any]) -> frozenset[str] | None:
@@ -511,7 +592,7 @@ class Effect:
         return value if fold is None else fold.apply(value)
 
     def _side(
-        self, spec: TargetSpec | None, arguments: Mapping[str, Any], side: str
+        self, spec: _Compiled, arguments: Mapping[str, Any], side: str
     ) -> tuple[frozenset[str] | None, str]:
         if spec is None:
             return None, f"{side} undeclared"
@@ -520,8 +601,8 @@ class Effect:
                 out = _from_function(spec, arguments)
             else:
                 out = set()
-                for template in [spec] if isinstance(spec, str) else spec:
-                    out.update(_expand(template, arguments))
+                for template in spec:
+                    out.update(template.expand(arguments))
                     if len(out) > MAX_TARGETS:
                         raise _Unknown(f"{side} over {MAX_TARGETS} targets")
         except _Unknown as unknown:
@@ -541,38 +622,6 @@ def _from_function(
     if len(out) > MAX_TARGETS:
         raise _Unknown(f"over {MAX_TARGETS} targets")
     return out
-
-
-def _expand(template: str, arguments: Mapping[str, Any]) -> list[str]:
-    """``"doc:{key}"`` with ``key="a"`` -> ``["doc:a"]``; a list argument expands to one
-    target per element (a product for several); a missing argument is unknown."""
-    names = template_fields(template)
-    if all(not isinstance(arguments.get(n), list | tuple | set | frozenset) for n in names):
-        for name in names:  # the common case: scalar arguments, one target
-            if name not in arguments:
-                raise _Unknown(f"argument {name!r} missing")
-        return [template.format_map({n: canonical_text(arguments[n]) for n in names})]
-    choices: list[list[str]] = []
-    size = 1
-    for name in dict.fromkeys(names):
-        if name not in arguments:
-            raise _Unknown(f"argument {name!r} missing")
-        value = arguments[name]
-        if isinstance(value, list | tuple | set | frozenset):
-            texts = list(dict.fromkeys(canonical_text(v) for v in value))
-        else:
-            texts = [canonical_text(value)]
-        size *= len(texts)
-        if size > MAX_TARGETS:
-            raise _Unknown(f"over {MAX_TARGETS} targets (a product of list arguments)")
-        choices.append(texts)
-    unique = list(dict.fromkeys(names))
-    # str.format inserts values verbatim (braces in a value are not re-read) and turns the
-    # template's '{{' / '}}' into literal braces.
-    return [
-        template.format_map(dict(zip(unique, combo, strict=True)))
-        for combo in itertools.product(*choices)
-    ]
 
 
 def _camel(key: str) -> str:

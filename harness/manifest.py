@@ -111,8 +111,8 @@ class Phase:
         when the manifest does not say)."""
         if self.slots is None or isinstance(self.slots, int):
             return self.slots
-        ref = _parse_source(self.slots)
-        if ref.kind != "input" or ref.ref is None:
+        ref = self._slot_source
+        if ref is None or ref.ref is None:
             return None
         value = inputs.get(ref.ref)
         if isinstance(value, list | tuple | dict):
@@ -131,7 +131,22 @@ class Phase:
         )
 
     def sources(self, tool: str) -> dict[str, ArgSource]:
-        return {arg: src for (t, arg), src in self.args.items() if t == tool}
+        return dict(self._sources_by_tool.get(tool, ()))
+
+    # Indexes computed once per phase: the certifier asks for them on every call.
+    @functools.cached_property
+    def _sources_by_tool(self) -> dict[str, tuple[tuple[str, ArgSource], ...]]:
+        grouped: dict[str, list[tuple[str, ArgSource]]] = {}
+        for (t, arg), src in self.args.items():
+            grouped.setdefault(t, []).append((arg, src))
+        return {t: tuple(pairs) for t, pairs in grouped.items()}
+
+    @functools.cached_property
+    def _slot_source(self) -> ArgSource | None:
+        """The input a string slot count names (``None``: it names none)."""
+        assert isinstance(self.slots, str)
+        ref = _parse_source(self.slots)
+        return ref if ref.kind == "input" and ref.ref is not None else None
 
 
 @dataclass(frozen=True)

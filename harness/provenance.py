@@ -93,11 +93,13 @@ def quotes_withheld(
     out = []
     texts = [w for w in withheld if w]
     for name, value in arguments.items():
-        for leaf in _leaves(value):
+        for leaf in (value,) if type(value) is str else _leaves(value):
             text = leaf if isinstance(leaf, str) else canonical_text(leaf)
             if marker and marker in text:
                 out.append(Violation(name, "marker", f"argument {name!r} quotes {marker!r}"))
                 break
+            if not texts:
+                continue
             if any(w in text for w in texts) if isinstance(leaf, str) else text in texts:
                 out.append(
                     Violation(name, "withheld_text", f"argument {name!r} quotes a withheld result")
@@ -194,18 +196,14 @@ def check_provenance(
         if name in flagged or name not in arguments:
             continue
         value = arguments[name]
-        fold = effect.fold_for(name) if effect is not None else None
-
-        def spell(v: Any, fold: Fold | None = fold) -> str:
-            text = canonical_text(v)
-            return _fold_text(fold, text) if fold is not None and isinstance(v, str) else text
-
         if source.kind == "input":
+            fold = effect.fold_for(name) if effect is not None else None
             allowed = index.allowed(source.ref, fold)
             if allowed is None:
                 continue
-            wanted = value if isinstance(value, list | tuple) else [value]
-            if spell(value) in allowed or all(spell(v) in allowed for v in wanted):
+            if _spell(value, fold) in allowed or (
+                isinstance(value, list | tuple) and all(_spell(v, fold) in allowed for v in value)
+            ):
                 continue
             where = f"input {source.ref!r}" if source.ref else "the task inputs"
             out.append(
@@ -231,6 +229,12 @@ def check_provenance(
                 )
             )
     return out
+
+
+def _spell(value: Any, fold: Fold | None) -> str:
+    """How ``value`` is compared with the inputs: canonical, folded when it is a string."""
+    text = value if type(value) is str else canonical_text(value)
+    return _fold_text(fold, text) if fold is not None and isinstance(value, str) else text
 
 
 def _appears(value: Any, results: Sequence[str], leaves: set[str]) -> bool:

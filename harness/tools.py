@@ -21,6 +21,7 @@ map onto :class:`Effect` via :meth:`Effect.from_mcp`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import re
@@ -32,6 +33,7 @@ from typing import Any, overload
 import jsonschema
 import pydantic
 
+from harness._schema_check import Check, compile_check
 from harness._tool_thread import ToolThread
 from harness.effects import CanonicalSpec, Effect, Fold, Footprint, TargetSpec, template_fields
 from harness.engines.base import ToolSpec
@@ -56,6 +58,19 @@ ToolFn = Callable[..., Any]
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: The keyword through which a tool that accepts one receives its idempotency key.
 IDEMPOTENCY_KEY_ARG = "idempotency_key"
+#: How many calls' checked arguments a tool keeps between certification and execution.
+_CHECKED_CACHE = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A call's arguments checked against one tool: ``valid`` against its schema, and the
+    values the tool function receives (``values``; ``None`` when invalid or when the tool's
+    model rejects them: ``rejection`` says why)."""
+
+    valid: bool
+    values: dict[str, Any] | None = None
+    rejection: Exception | None = None
 
 
 @dataclass(frozen=True)
@@ -134,9 +149,27 @@ class Tool:
     def _validator(self) -> jsonschema.protocols.Validator:
         return jsonschema.Draft202012Validator(dict(self.parameters))
 
+    @functools.cached_property
+    def _fast_check(self) -> Check | None:
+        return compile_check(self.parameters)
+
+    @functools.cached_property
+    def _checked(self) -> dict[tuple[str, str], Checked]:
+        return {}
+
+    def is_valid(self, arguments: Any) -> bool:
+        """Whether ``arguments`` satisfy the schema (a check compiled once per tool for the
+        common keywords, :mod:`harness._schema_check`; ``jsonschema`` for the rest)."""
+        fast = self._fast_check
+        if fast is not None:
+            verdict = fast(arguments)
+            if verdict is not None:
+                return verdict
+        return bool(self._validator.is_valid(arguments))
+
     def validation_errors(self, arguments: Any) -> list[str]:
         """Why these arguments do not satisfy the schema (empty list when they do)."""
-        if self._validator.is_valid(arguments):
+        if self.is_valid(arguments):
             return []
         errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
         out = []
@@ -160,18 +193,39 @@ class Tool:
             kwargs = {name: getattr(validated, name) for name in type(validated).model_fields}
         return kwargs
 
-    def footprint(self, arguments: Any) -> Footprint:
+    def check(self, arguments: Any, *, call: tuple[str, str] | None = None) -> Checked:
+        """Validate and coerce ``arguments`` once. ``call`` (the call's id and raw argument
+        text) keeps the result until :meth:`invoke` runs that call with the same ``call``,
+        which then reuses the coerced values instead of computing them again."""
+        if call is not None and (kept := self._checked.get(call)) is not None:
+            return kept
+        if not isinstance(arguments, Mapping) or not self.is_valid(arguments):
+            checked = Checked(False)
+        else:
+            try:
+                checked = Checked(True, self.coerce(arguments))
+            except Exception as exc:
+                checked = Checked(True, None, exc)
+        if call is not None:
+            cache = self._checked
+            if len(cache) >= _CHECKED_CACHE:  # oldest first: calls run soon after admission
+                with contextlib.suppress(StopIteration, RuntimeError, KeyError):
+                    del cache[next(iter(cache))]
+            cache[call] = checked
+        return checked
+
+    def footprint(self, arguments: Any, *, call: tuple[str, str] | None = None) -> Footprint:
         """The canonical targets of a call with these (parsed, not yet validated) arguments,
         filled from the values the tool would receive. Never raises: arguments that fail the
         schema or the tool's model give a footprint with an ``error`` (not certifiable; the
-        call then gets the same error result it gets in the serial arm)."""
-        if not isinstance(arguments, Mapping) or not self._validator.is_valid(arguments):
+        call then gets the same error result it gets in the serial arm). ``call``: as for
+        :meth:`check`."""
+        checked = self.check(arguments, call=call)
+        if not checked.valid:
             return Footprint.failed("the arguments do not match the tool's schema")
-        try:
-            values = self.coerce(arguments)
-        except Exception as exc:
-            return Footprint.failed(f"the tool's model rejects the arguments ({exc})")
-        return self.effect.footprint(values)
+        if checked.values is None:
+            return Footprint.failed(f"the tool's model rejects the arguments ({checked.rejection})")
+        return self.effect.footprint(checked.values)
 
     async def invoke(
         self,
@@ -179,17 +233,23 @@ class Tool:
         *,
         idempotency_key: str | None = None,
         thread: ToolThread | None = None,
+        call: tuple[str, str] | None = None,
     ) -> Any:
         """Run the tool on already-validated arguments (no timeout here: see ``harness.calls``).
 
         ``idempotency_key`` is passed on (as the ``idempotency_key`` keyword, ``None`` when the
         caller has none) only to a tool whose effect accepts one. ``thread`` watches a sync
         function's worker thread: it is told when the function really returns or raises, even
-        after this call was abandoned.
+        after this call was abandoned. ``call`` (id, raw arguments): reuse the values
+        :meth:`check` coerced for this call when it was certified (taken: used once).
         """
+        kept = self._checked.pop(call, None) if call is not None else None
         if self.fn is None:
             return self.stub_result
-        kwargs = self.coerce(arguments)
+        if kept is not None and kept.values is not None:
+            kwargs = dict(kept.values)
+        else:
+            kwargs = self.coerce(arguments)
         if self.effect.accepts_idempotency_key:  # None: the caller keeps no journal
             kwargs[IDEMPOTENCY_KEY_ARG] = idempotency_key
         if inspect.iscoroutinefunction(self.fn):

@@ -16,6 +16,13 @@ toolset                           the lie                                       
 ``result_hidden_as_model_``       the manifest says ``close_ticket.ticket`` is     commutes
 ``argument`` (+ ``RESULT_HIDDEN_  ``model``; it is the id an ``open_ticket`` of the
 AS_MODEL_MANIFEST``)              same window returns (``result:file``)
+``raw_targets_on_a_folding_``     the cabinet's store folds names (NFKC, strip,    targets_
+``store``                         case); targets use the raw argument              canonical
+``weaker_fold_than_the_store``    declares ``canonical="case"`` only               targets_
+                                                                                   canonical
+``honest_folding_store``          none (declares the store's fold)                 (all pass)
+``sync_writer_after_timeout``     sync ``audit`` read-only, writes in its thread   read_only
+                                  after its timeout abandoned it
 ================================  ===============================================  ==============
 
 They are importable as ``tests.broken_toolsets:readonly_that_writes`` etc. for CLI tests.
@@ -368,3 +375,83 @@ def mislabeled_workspace() -> CertifiableToolset:
         example_values=ws.example_values,
         name="workspace (append_note mislabeled idempotent)",
     )
+
+
+# ------------------------------------------------------------- stores that canonicalise names
+#
+# A *cabinet* of files keyed by a folded name: the store applies NFKC, strips surrounding
+# whitespace and folds case, so 'Report', ' report' and 'ｒｅｐｏｒｔ' are one file. Its tools
+# must declare that fold (canonical=...); the kit's aliasing variants find the ones that do
+# not (issue 16 item 7).
+
+
+@dataclass
+class Cabinet:
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def _store_name(name: str) -> str:
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", name).strip().casefold()
+
+
+def _cabinet_toolset(state: Cabinet, canonical: str | None) -> Toolset:
+    @tool(idempotent=True, write_targets="file:{name}", read_targets=(), canonical=canonical)
+    async def write_file(name: str, text: str) -> str:
+        """Write a file (the store folds its name)."""
+        await anyio.lowlevel.checkpoint()
+        state.files[_store_name(name)] = text
+        return f"wrote {len(text)} characters"
+
+    @tool(read_only=True, read_targets="file:{name}", canonical=canonical)
+    async def read_file(name: str) -> str:
+        """Read a file."""
+        await anyio.lowlevel.checkpoint()
+        return state.files.get(_store_name(name), "(no such file)")
+
+    return Toolset([write_file, read_file], name="cabinet")
+
+
+def _cabinet(canonical: str | None) -> CertifiableToolset:
+    return CertifiableToolset(
+        new_state=lambda seed: Cabinet(),
+        make_toolset=lambda state: _cabinet_toolset(state, canonical),
+        fingerprint=lambda state: json.dumps(state.files, sort_keys=True),
+        resources=lambda state: {f"file:{n}": t for n, t in state.files.items()},
+        example_values=lambda state: {"name": ("report", "notes", "café"), "text": ("x", "y")},
+        name=f"cabinet (canonical={canonical})",
+    )
+
+
+def raw_targets_on_a_folding_store() -> CertifiableToolset:
+    """The store folds names; the targets are templated on the raw argument."""
+    return _cabinet(None)
+
+
+def weaker_fold_than_the_store() -> CertifiableToolset:
+    """The tools declare ``canonical="case"``; the store also strips and applies NFKC."""
+    return _cabinet("case")
+
+
+def honest_folding_store() -> CertifiableToolset:
+    """The tools declare the store's fold: every claim holds."""
+    return _cabinet("nfkc+strip+case")
+
+
+def sync_writer_after_timeout() -> CertifiableToolset:
+    """A sync tool annotated read-only that times out and writes *after* the timeout, in
+    the thread the call abandoned: judged before the thread ends, it looks read-only."""
+    import time
+
+    def make(state: Desk) -> Toolset:
+        @tool(read_only=True, read_targets="doc:{key}/status", timeout_s=0.05)
+        def audit(key: str) -> str:
+            """Audit a document (slowly; it bumps the ticket counter when done)."""
+            time.sleep(0.3)
+            state.counter += 1
+            return "audited"
+
+        return _toolset(state, audit=audit)
+
+    return _certifiable(make)

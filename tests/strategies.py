@@ -495,3 +495,64 @@ def speculation_scripts(draw: st.DrawFn, keys: list[str]) -> tuple[list[str], li
     script = draw(st.permutations(gold + deviations))
     cut = draw(st.integers(min_value=0, max_value=len(script)))
     return task_keys, list(script[: max(cut, 1)])
+
+
+# --------------------------------------------------------------------------------------------
+# The compiled schema check (harness/_schema_check.py): schemas of its subset, and instances
+# drawn from a small universe so that both valid and invalid ones are common.
+
+_JSON_SCALARS: st.SearchStrategy[Any] = st.sampled_from(
+    ["", "a", "ab", "é", 0, 1, -1, 5, 1.0, 1.5, -0.0, math.nan, math.inf, True, False, None]
+)
+JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
+    _JSON_SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+_TYPE_NAMES = ["string", "integer", "number", "boolean", "null", "array", "object"]
+_ENUM_MEMBERS = st.sampled_from(["", "a", "ab", 0, 1, 5, True, False, None])
+
+
+def _schema_keywords(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    count = st.integers(0, 3)
+    bound = st.sampled_from([0, 1, 1.5, 5, -1])
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.one_of(
+                st.sampled_from(_TYPE_NAMES),
+                st.lists(st.sampled_from(_TYPE_NAMES), min_size=1, max_size=3, unique=True),
+            ),
+            "enum": st.lists(_ENUM_MEMBERS, min_size=1, max_size=4),
+            "const": _ENUM_MEMBERS,
+            "properties": st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=2),
+            "required": st.lists(st.sampled_from(["a", "b", "c"]), max_size=2, unique=True),
+            "additionalProperties": st.one_of(st.booleans(), inner),
+            "items": inner,
+            "minItems": count,
+            "maxItems": count,
+            "minLength": count,
+            "maxLength": count,
+            "minimum": bound,
+            "maximum": bound,
+            "exclusiveMinimum": bound,
+            "exclusiveMaximum": bound,
+            "anyOf": st.lists(inner, min_size=1, max_size=2),
+            "allOf": st.lists(inner, min_size=1, max_size=2),
+            "oneOf": st.lists(inner, min_size=1, max_size=2),
+            "not": inner,
+            "description": st.just("annotations assert nothing"),
+            "format": st.just("email"),
+        },
+    )
+
+
+#: JSON Schemas built only from the keywords the compiled check supports.
+SUBSET_SCHEMAS: st.SearchStrategy[Any] = st.recursive(
+    st.one_of(st.booleans(), _schema_keywords(st.just({}))),
+    _schema_keywords,
+    max_leaves=6,
+)

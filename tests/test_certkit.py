@@ -143,8 +143,10 @@ def test_an_honest_toolset_passes_every_claim():
         ("read_doc", "idempotent"),
         ("set_status", "idempotent"),
         ("set_status", "write_targets"),
+        ("set_status", "targets_canonical"),
         ("add_tag", "idempotent"),
         ("add_tag", "write_targets"),
+        ("add_tag", "targets_canonical"),
         ("windows of all tools", "commutes"),
     }
 
@@ -190,7 +192,8 @@ def test_the_honest_workspace_certifies_with_the_default_example_count():
     assert ("append_note", "write_targets") in claims
     assert ("append_note", "idempotent") not in claims  # it does not claim it
     assert ("windows of all tools", "commutes") in claims
-    assert len(report.claims) == 16
+    assert ("append_note", "targets_canonical") in claims
+    assert len(report.claims) == 21
 
 
 def test_the_workspace_manifest_adds_its_phases_and_D2_per_skill():
@@ -367,3 +370,58 @@ def test_cli_help_teaches_the_contract_and_the_exit_codes(capsys):
     out = capsys.readouterr().out
     for needle in ("new_state(seed)", "resources(state)", "exit status", "--json", "unverified"):
         assert needle in out
+
+
+# ------------------------------------------------- aliasing: stores that canonicalise names
+
+FOLDING = {
+    ("write_file", "write_targets"),
+    ("write_file", "targets_canonical"),
+    ("windows of all tools", "commutes"),
+}
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [broken.raw_targets_on_a_folding_store, broken.weaker_fold_than_the_store],
+    ids=["raw_targets", "weaker_fold"],
+)
+def test_a_store_that_folds_names_more_than_its_targets_is_caught(factory):
+    report = check_toolset(factory(), examples=20)
+    assert {(c.subject, c.claim) for c in report.false} == FOLDING
+    canonical = next(c for c in report.false if c.claim == "targets_canonical")
+    ce = canonical.counterexample
+    assert ce is not None
+    assert len(ce.calls) == 2, "the call and its other spelling"
+    assert ce.calls[0][1]["name"] != ce.calls[1][1]["name"]
+    assert "canonical=" in ce.fix
+
+
+def test_tools_that_declare_the_stores_fold_pass_every_claim():
+    report = check_toolset(broken.honest_folding_store(), examples=20)
+    assert report.ok
+    assert not report.unverified
+    assert ("write_file", "targets_canonical") in {(c.subject, c.claim) for c in report.passed}
+
+
+def test_a_sync_tool_is_judged_only_after_its_abandoned_thread_has_ended():
+    report = check_toolset(broken.sync_writer_after_timeout(), examples=5)
+    assert {(c.subject, c.claim) for c in report.false} >= {
+        ("audit", "read_only"),
+        ("audit", "idempotent"),
+    }
+
+
+def test_aliasing_variants_cover_case_unicode_whitespace_paths_and_numbers():
+    from harness._certkit_aliases import alias_variants
+
+    text = alias_variants("a/b")
+    assert {"A/B", " a/b", "a/b ", "a/./b", "a//b", "./a/b", "a/b/", "ａ／ｂ"} <= set(text)
+    assert "cafe\u0301" not in text
+    assert "cafe\u0301" in alias_variants("caf\u00e9")  # NFD of the precomposed form
+    assert alias_variants(1) == [1.0, "1"]
+    assert alias_variants(1.0) == [1, "1", "1.0"]
+    assert [v for v in alias_variants("1") if not isinstance(v, str)] == [1, 1.0]
+    assert [type(v) for v in alias_variants("1") if not isinstance(v, str)] == [int, float]
+    assert alias_variants(True) == []
+    assert "a/b" not in text

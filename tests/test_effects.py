@@ -223,3 +223,21 @@ def test_the_old_effect_import_path_still_works() -> None:
 
     assert Old is Effect
     assert Tool(name="t", parameters={"type": "object"}).effect == Effect.worst_case()
+
+
+_TEMPLATE_PARTS = st.sampled_from(["doc:", "/", "{{", "}}", "x", "{key}", "{field}", "{key}"])
+
+
+@given(st.lists(_TEMPLATE_PARTS, min_size=1, max_size=6), st.text(max_size=4), st.text(max_size=4))
+def test_a_compiled_template_fills_like_str_format(parts: list[str], key: str, field: str) -> None:
+    template = "".join(parts)
+    effect = Effect.declare(idempotent=True, write_targets=template, read_targets=())
+    expected = template.format_map({"key": key, "field": field})
+    footprint = effect.footprint({"key": key, "field": field})
+    assert footprint.writes is None if expected == "" else footprint.writes == {expected}
+
+
+def test_a_compiled_template_expands_list_arguments_to_their_product() -> None:
+    effect = Effect.declare(idempotent=True, write_targets="doc:{keys}/{fields}", read_targets=())
+    writes = effect.footprint({"keys": ["a", "b"], "fields": ["x", 1.0]}).writes
+    assert writes == {"doc:a/x", "doc:a/1", "doc:b/x", "doc:b/1"}

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
+import pydantic
 import pytest
 
+from harness.calls import execute_call
+from harness.certify.d1 import call_footprint
+from harness.effects import Footprint
+from harness.engines.base import ToolCall
 from harness.errors import ToolsetError
 from harness.tools import Effect, Tool, Toolset, tool
 
@@ -626,3 +631,35 @@ def test_mcp_annotations_in_the_sdks_snake_case_map_like_the_protocols_camel_cas
     assert not effect.destructive
     assert not effect.open_world
     assert effect.targets({"key": "a"}) == Effect.from_mcp(camel).targets({"key": "a"})
+
+
+_COERCED: list[Any] = []
+
+
+def _count_coercion(value: Any) -> Any:
+    _COERCED.append(value)
+    return value
+
+
+CountedInt = Annotated[int, pydantic.BeforeValidator(_count_coercion)]
+
+
+@pytest.mark.anyio
+async def test_arguments_certified_are_coerced_once_and_the_tool_receives_those_values() -> None:
+    received: list[int] = []
+
+    @tool(idempotent=True, write_targets="doc:{n}", read_targets=())
+    async def put(n: CountedInt) -> str:
+        received.append(n)
+        return "ok"
+
+    _COERCED.clear()
+    toolset = Toolset([put])
+    call = ToolCall("c1", "put", '{"n": 7.0}')
+    footprint = call_footprint(toolset, call)
+    assert isinstance(footprint, Footprint)
+    assert footprint.writes == {"doc:7"}
+    result = await execute_call(toolset, call)
+    assert (result.is_error, received, len(_COERCED)) == (False, [7], 1)
+    await execute_call(toolset, call)  # the kept values are used once: a rerun coerces again
+    assert len(_COERCED) == 2

@@ -46,7 +46,7 @@ def call_footprint(toolset: Toolset, call: ToolCall) -> Footprint | Failure:
         return Failure(
             "D1", "D1_bad_arguments", f"'{call.name}' arguments are not a JSON object", call.id
         )
-    footprint = toolset[call.name].footprint(arguments)
+    footprint = toolset[call.name].footprint(arguments, call=(call.id, call.arguments))
     if footprint.error is not None:
         code = "D1_bad_arguments" if "schema" in footprint.error else "D1_unresolvable_targets"
         return Failure("D1", code, f"'{call.name}': {footprint.error}", call.id)

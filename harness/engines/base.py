@@ -15,7 +15,6 @@ job (the loop only sees structured :class:`ToolCall` values).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,10 +90,15 @@ class ToolCall:
     name: str
     arguments: str
 
-    @functools.cached_property
+    @property
     def args(self) -> Arguments:
-        """The arguments parsed once (cached on the call)."""
-        return Arguments.parse(self.arguments, self.name)
+        """The arguments parsed once (cached on the call; not ``functools.cached_property``,
+        whose lock costs as much as the parse on Python 3.11)."""
+        cached = self.__dict__.get("_args")
+        if cached is None:
+            cached = Arguments.parse(self.arguments, self.name)
+            object.__setattr__(self, "_args", cached)
+        return cached
 
     def parsed_arguments(self) -> Any:
         """``json.loads(arguments)``; raises ``json.JSONDecodeError`` on bad JSON."""
