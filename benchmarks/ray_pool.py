@@ -57,6 +57,7 @@ from harness.errors import ConfigError, EngineDeadError
 __all__ = (
     "CLOSE_TIMEOUT_S",
     "MAX_ATTEMPTS",
+    "START_ATTEMPTS",
     "JobRunner",
     "RayPool",
     "connect",
@@ -67,6 +68,9 @@ __all__ = (
 
 #: Workers a job may lose before the run gives up on it.
 MAX_ATTEMPTS = 3
+#: Tries to start a local cluster (Ray gives its node a fixed 30 s, which a loaded machine
+#: can miss).
+START_ATTEMPTS = 2
 #: Seconds a worker has to close its engine when the pool is left on an error or a signal.
 CLOSE_TIMEOUT_S = 10.0
 
@@ -116,15 +120,7 @@ def connect(address: str, *, num_cpus: int | None = None) -> bool:
         env["PYTHONPATH"] = path
     options["runtime_env"] = {"env_vars": env}
     if address == "auto":
-        try:
-            ray.init(num_cpus=num_cpus, **options)
-        except Exception as exc:  # Ray raises a bare Exception when its node times out
-            with suppress(Exception):
-                ray.shutdown()  # whatever part of the cluster did start
-            raise EngineDeadError(
-                f"Ray could not start a local cluster: {_reason(exc)} On a busy machine try "
-                "again, or start one with `ray start --head` and pass its address to --ray."
-            ) from None
+        _start_local(ray, num_cpus, options)
         return True
     try:
         ray.init(address=address, **options)
@@ -135,6 +131,24 @@ def connect(address: str, *, num_cpus: int | None = None) -> bool:
             "local cluster."
         ) from None
     return True
+
+
+def _start_local(ray: ModuleType, num_cpus: int | None, options: dict[str, Any]) -> None:
+    attempt = 1
+    while True:
+        try:
+            ray.init(num_cpus=num_cpus, **options)
+            return
+        except Exception as exc:  # a bare Exception when the node misses Ray's 30 s
+            with suppress(Exception):
+                ray.shutdown()  # whatever part of the cluster did start
+            if attempt == START_ATTEMPTS:
+                raise EngineDeadError(
+                    f"Ray could not start a local cluster ({START_ATTEMPTS} attempts): "
+                    f"{_reason(exc)} On a busy machine try again later, or start one with "
+                    "`ray start --head` and pass its address to --ray."
+                ) from None
+            attempt += 1
 
 
 def job_directory(root: Path, job_id: str) -> Path:
