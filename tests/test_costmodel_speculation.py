@@ -64,5 +64,6 @@ def test_F_spec_is_never_slower_than_F_and_saves_at_most_one_wait(
     regime: Regime, n: int, prefetched: bool
 ) -> None:
     saved = wall_dividend_speculative(regime, n, prefetched=prefetched)
-    assert saved >= -1e-9 * wall_time_flattened(regime, n)
-    assert saved <= expected_max_latency(regime, n) * (1 + 1e-9) + 1e-12
+    rounding = 1e-9 * wall_time_flattened(regime, n)  # a difference of two wall times
+    assert saved >= -rounding
+    assert saved <= expected_max_latency(regime, n) + rounding
