@@ -28,7 +28,7 @@ from harness.benchmarks.analysis import (
     verdict_r4,
 )
 from harness.benchmarks.bfcl import CATEGORIES, BFCLDataError, data_quirks
-from harness.benchmarks.report_facts import facts, markdown, regime_markdown
+from harness.benchmarks.report_facts import _fmt, facts, markdown, regime_markdown
 from harness.costmodel import Regime
 
 __all__ = ("write_report",)
@@ -182,14 +182,6 @@ def write_report(
     plots = _plots(summary, regime, out)
     (out / "report.md").write_text(_markdown(summary, plots))
     return summary
-
-
-def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
 
 
 def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
