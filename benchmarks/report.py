@@ -28,7 +28,7 @@ from harness.benchmarks.analysis import (
     verdict_r4,
 )
 from harness.benchmarks.bfcl import CATEGORIES, BFCLDataError, data_quirks
-from harness.benchmarks.report_facts import facts, markdown, regime_markdown
+from harness.benchmarks.report_facts import _fmt, facts, markdown, regime_markdown
 from harness.costmodel import Regime
 from harness.costmodel_speculation import wall_time_speculative
 
@@ -207,14 +207,6 @@ def _speculation(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float
         totals["hit_rate"] = totals["hits"] / emitted if emitted else 0.0
         out[kind] = totals
     return out
-
-
-def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
 
 
 def _executor_lines(executor: Mapping[str, Any] | None) -> list[str]:
