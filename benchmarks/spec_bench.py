@@ -41,7 +41,7 @@ import anyio
 from harness._jsonl import open_append, read_jsonl
 from harness.benchmarks.analysis import span
 from harness.benchmarks.jobs import JobSpec, run_job
-from harness.benchmarks.report import _fmt
+from harness.benchmarks.report_facts import _fmt
 from harness.benchmarks.tasks import WorkloadTask, _build, generate_tasks
 from harness.engines.base import Engine
 from harness.toolsets.workspace import load_workspace_manifest

@@ -52,11 +52,11 @@ __all__ = ("UserBatchPlan", "UserJobRunner", "check_gold_policy", "run_user_batc
 
 
 def check_gold_policy(tasks: Sequence[Task], policy: str) -> None:
-    """The gold policy forces each task's gold calls: every task needs some."""
+    """The gold and oracle policies force each task's gold calls: every task needs some."""
     missing = [t.id for t in tasks if not t.gold_steps]
-    if policy == "gold" and missing:
+    if policy in ("gold", "oracle") and missing:
         raise ConfigError(
-            f"--policy gold forces each task's gold_calls, and task(s) {missing[:5]} have none; "
+            f"--policy {policy} forces each task's gold_calls, and task(s) {missing[:5]} have none; "
             "add gold_calls to them or use --policy model."
         )
 
