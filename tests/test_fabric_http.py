@@ -283,3 +283,24 @@ async def test_on_the_real_engine_the_endpoint_returns_the_four_headers(real_eng
     assert response.headers["CRP-PEF-Layers"] == "2/3"
     assert body["figures"]["inferences"] == 3
     assert body["model"] == real_engine.name
+
+
+async def test_harness_serve_mounts_the_fabric_beside_the_proxy_behind_the_same_key(demo):
+    import argparse
+
+    from harness._commands.serve import _fabric
+    from harness.proxy import ProxyConfig, build_app
+
+    args = argparse.Namespace(no_fabric=False, model_params=None, model=None, upstream=None)
+    app = build_app(demo, ProxyConfig(api_key="k"), extra_routes=_fabric(args, demo))
+    async with _client(app) as client:
+        refused = await client.post(FABRIC_PATH, json={"task": "Explain tides."})
+        response = await client.post(
+            FABRIC_PATH, json={"task": "Explain tides."}, headers={"Authorization": "Bearer k"}
+        )
+    assert refused.status_code == 401
+    assert response.status_code == 200
+    for name, pattern in HEADER_FORMATS.items():  # the packaged model's size is the default
+        assert re.fullmatch(pattern, response.headers[name]), (name, response.headers[name])
+    off = argparse.Namespace(no_fabric=True, model_params=None, model=None, upstream=None)
+    assert _fabric(off, demo) == []

@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 
@@ -24,7 +25,9 @@ into a window (--effects, --manifest), the proxy keeps generating until the wind
 returns the whole window as one assistant message with parallel tool_calls; the client runs
 them and sends the results back, and the proxy restores the serial form before the absorb
 turn. Everything else passes through (arm S). Upstream: the embedded vLLM engine (default) or
-OpenAI-compatible servers (--upstream). Binds to loopback unless --api-key is set.
+OpenAI-compatible servers (--upstream). Binds to loopback unless --api-key is set. The same
+server answers POST /v1/fabric/runs, the execution fabric with the four CRP-PEF-* figures as
+response headers (docs/fabric.md), unless --no-fabric.
 """
 
 EPILOG = """\
@@ -77,6 +80,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-body-bytes", type=int, default=4 * 1024 * 1024, help="request body limit"
     )
     parser.add_argument("--max-messages", type=int, default=2048, help="messages per request limit")
+    parser.add_argument(
+        "--no-fabric",
+        action="store_true",
+        help="do not serve the execution fabric's POST /v1/fabric/runs (served by default, "
+        "on the same engine, behind the same API key)",
+    )
+    parser.add_argument(
+        "--model-params",
+        type=float,
+        default=None,
+        help="the model's parameter count for the fabric's CRP-PEF-Compute-Vs-Naive header "
+        "(default: 135e6 for the packaged model; none for --model or --upstream)",
+    )
     group = parser.add_argument_group("upstream")
     group.add_argument(
         "--upstream",
@@ -136,6 +152,20 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
         yield engine
 
 
+def _fabric(args: argparse.Namespace, engine: Engine) -> list[Any]:
+    """The fabric endpoint's routes on the proxy's engine (none with --no-fabric)."""
+    if args.no_fabric:
+        return []
+    from harness._commands.fabric import DEFAULT_MODEL_PARAMS
+    from harness.fabric.config import FabricConfig
+    from harness.fabric.http import fabric_routes
+
+    params = args.model_params
+    if params is None and args.model is None and not args.upstream:
+        params = DEFAULT_MODEL_PARAMS
+    return list(fabric_routes(engine, config=FabricConfig(model_params=params)))
+
+
 def run(args: argparse.Namespace) -> int:
     from harness.ledger import Ledger
     from harness.manifest import load_manifest
@@ -170,9 +200,8 @@ def run(args: argparse.Namespace) -> int:
 
     async def go() -> None:
         async with _engine(args, upstream_key) as engine:
-            await serve(
-                build_app(engine, config, ledger=ledger), args.host, args.port, on_listen=listening
-            )
+            app = build_app(engine, config, ledger=ledger, extra_routes=_fabric(args, engine))
+            await serve(app, args.host, args.port, on_listen=listening)
 
     try:
         anyio.run(until_signalled, go, "the proxy stopped; nothing to resume.")
