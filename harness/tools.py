@@ -22,11 +22,13 @@ map onto :class:`Effect` via :meth:`Effect.from_mcp`).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
+import json
 import re
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
@@ -100,13 +102,12 @@ class Tool:
                 f"Tool name {self.name!r} is not valid: use 1-64 ASCII letters, digits, '_', '-' "
                 "or '.' (what OpenAI-compatible servers accept)."
             )
-        try:
-            jsonschema.Draft202012Validator.check_schema(dict(self.parameters))
-        except jsonschema.SchemaError as exc:
+        problem = _schema_problem(self.parameters)
+        if problem is not None:
             raise ToolsetError(
-                f"Tool {self.name!r} has an argument schema that is not JSON Schema: {exc.message}",
+                f"Tool {self.name!r} has an argument schema that is not JSON Schema: {problem}",
                 tool=self.name,
-            ) from None
+            )
         if self.parameters.get("type", "object") != "object":
             raise ToolsetError(
                 f"Tool {self.name!r}: its argument schema must describe a JSON object "
@@ -282,7 +283,69 @@ class Tool:
         return replace(self, effect=effect)
 
 
+#: Argument schemas already checked against the JSON Schema meta-schema (canonical JSON text):
+#: the check costs ~20 ms a tool, and a toolset factory rebuilds the same tools per state.
+_VALID_SCHEMAS: set[str] = set()
+
+
+def _schema_problem(parameters: Mapping[str, Any]) -> str | None:
+    """Why ``parameters`` is not a JSON Schema (Draft 2020-12), or ``None``."""
+    try:
+        text = json.dumps(parameters, sort_keys=True)
+    except (TypeError, ValueError):
+        text = None
+    if text is not None and text in _VALID_SCHEMAS:
+        return None
+    try:
+        jsonschema.Draft202012Validator.check_schema(dict(parameters))
+    except jsonschema.SchemaError as exc:
+        return str(exc.message)
+    if text is not None:
+        if len(_VALID_SCHEMAS) >= _SCHEMAS_MAX:
+            _VALID_SCHEMAS.clear()
+        _VALID_SCHEMAS.add(text)
+    return None
+
+
+#: Argument models by what determines them (see :func:`_schema_key`): a toolset factory that
+#: defines its tools as closures over fresh state (``make_toolset(state)``, as the certification
+#: kit calls once per example) builds the same pydantic model once, not once per call.
+_SCHEMAS: dict[Hashable, tuple[dict[str, Any], type[pydantic.BaseModel]]] = {}
+_SCHEMAS_MAX = 4096
+
+
+def _schema_key(fn: ToolFn) -> Hashable | None:
+    """What a function's argument schema depends on: its code, defaults, annotations and
+    module globals; ``None`` when some of it is unhashable (then nothing is cached)."""
+    try:
+        key = (
+            getattr(fn, "__code__", None) or fn,
+            getattr(fn, "__defaults__", None),
+            tuple(sorted((getattr(fn, "__kwdefaults__", None) or {}).items())),
+            tuple(getattr(fn, "__annotations__", {}).items()),
+            id(getattr(fn, "__globals__", None)),
+            fn.__name__,
+        )
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def _schema_from_function(fn: ToolFn) -> tuple[dict[str, Any], type[pydantic.BaseModel]]:
+    key = _schema_key(fn)
+    cached = _SCHEMAS.get(key) if key is not None else None
+    if cached is None:
+        cached = _build_schema(fn)
+        if key is not None:
+            if len(_SCHEMAS) >= _SCHEMAS_MAX:
+                _SCHEMAS.clear()
+            _SCHEMAS[key] = cached
+    schema, model = cached
+    return copy.deepcopy(schema), model
+
+
+def _build_schema(fn: ToolFn) -> tuple[dict[str, Any], type[pydantic.BaseModel]]:
     hints = typing.get_type_hints(fn, include_extras=True)  # keep Annotated constraints
     fields: dict[str, Any] = {}
     for pname, param in inspect.signature(fn).parameters.items():
