@@ -93,9 +93,11 @@ async def test_on_the_embedded_engine_an_sdk_loop_through_a_served_proxy_matches
             assert flat.fingerprint == serial.fingerprint == wt.gold.final_fingerprint
             assert (serial.round_trips, flat.round_trips) == (n + 1, 2)
             assert flat.success
+        await client.close()
     finally:
         process.send_signal(signal.SIGINT)
         with anyio.move_on_after(120):
             await process.wait()
         if process.returncode is None:
             process.kill()
+        await process.aclose()  # close its pipes too: an unclosed transport fails the session
