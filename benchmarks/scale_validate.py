@@ -71,6 +71,7 @@ class Measured:
     p50_turn_s: float
     p99_turn_s: float
     hit_rate: float
+    all_turns_hit_rate: float
     upstream_hit_rate: float
     served: list[int]
     moves: int
@@ -226,6 +227,7 @@ async def measure(
         p50_turn_s=latencies[int(0.5 * (len(latencies) - 1) + 0.5)],
         p99_turn_s=latencies[int(0.99 * (len(latencies) - 1) + 0.5)],
         hit_rate=sum(r[3] for r in picked) / prompt if prompt else 0.0,
+        all_turns_hit_rate=sum(r[3] for r in records) / max(1, sum(r[2] for r in records)),
         upstream_hit_rate=sum(u["cached_tokens"] for u in upstream)
         / max(1, sum(u["prompt_tokens"] for u in upstream)),
         served=[int(u["requests"]) for u in upstream],
