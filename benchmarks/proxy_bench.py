@@ -49,6 +49,7 @@ from harness.loop.policy import GoldPolicy, with_room_for_forced
 from harness.loop.transcript import Transcript
 from harness.manifest import Manifest
 from harness.proxy import ProxyConfig, ProxyService, build_app, in_process_client
+from harness.proxy.overhead import KINDS
 from harness.task import Task
 from harness.toolsets.workspace import fingerprint, load_workspace_manifest
 
@@ -259,13 +260,6 @@ async def _engine(kind: str, model: str | None) -> AsyncIterator[Engine]:
         yield engine
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     import openai
 
@@ -290,7 +284,6 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         async with http:
             await sdk_loop(client, tasks[0], latency=0.0)  # warm the engine and the cache
             service.overheads.clear()
-            service.overheads_by_arm.clear()
             for _ in range(args.repeats):
                 for wt in tasks:
                     for arm in ("S", "F"):
@@ -303,15 +296,6 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         run = await loop_run(engine, wt, manifest, loop_arm, args.latency)
                         runs.append(run)
                         _say(run)
-    overhead_ms = [s * 1000 for s in service.overheads]
-    by_arm = {
-        arm: {
-            "requests": len(values),
-            "median": statistics.median(values) * 1000,
-            "p95": _percentile(values, 0.95) * 1000,
-        }
-        for arm, values in service.overheads_by_arm.items()
-    }
     return {
         "engine": args.engine,
         "latency_s": args.latency,
@@ -321,12 +305,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "load": _load(),
         "runs": [asdict(r) for r in runs],
         "summary": _summary(runs),
-        "proxy_overhead_ms": {
-            "requests": len(overhead_ms),
-            "median": statistics.median(overhead_ms) if overhead_ms else 0.0,
-            "p95": _percentile(overhead_ms, 0.95),
-            "by_arm": by_arm,
-        },
+        "proxy_overhead": service.overheads.summary(),
     }
 
 
@@ -371,6 +350,19 @@ def _load() -> str:
         return "unknown"
 
 
+def render_overheads(summary: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """The proxy's own time per request, by kind (:mod:`harness.proxy.overhead`)."""
+    lines = ["proxy overhead per request (its own time: wall time less the upstream's):"]
+    for kind in (*KINDS, "all"):
+        if kind in summary:
+            v = summary[kind]
+            lines.append(
+                f"  {kind:<12} median {v['median_ms']:6.2f} ms  p95 {v['p95_ms']:6.2f} ms  "
+                f"({v['requests']:.0f} requests)"
+            )
+    return lines
+
+
 def render(result: Mapping[str, Any]) -> str:
     lines = [
         f"engine {result['engine']}, L = {result['latency_s']} s, repeats {result['repeats']}, "
@@ -383,15 +375,7 @@ def render(result: Mapping[str, Any]) -> str:
         f"{','.join(row['fingerprints'])}"
         for row in result["summary"]
     )
-    o = result["proxy_overhead_ms"]
-    lines.append(
-        f"proxy overhead per request: median {o['median']:.2f} ms, p95 {o['p95']:.2f} ms "
-        f"({o['requests']} requests)"
-    )
-    lines.extend(
-        f"  arm {arm}: median {v['median']:.2f} ms, p95 {v['p95']:.2f} ms ({v['requests']} requests)"
-        for arm, v in sorted(o["by_arm"].items())
-    )
+    lines.extend(render_overheads(result["proxy_overhead"]))
     return "\n".join(lines)
 
 

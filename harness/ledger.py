@@ -188,9 +188,11 @@ class Ledger:
 
     def emit(self, record: Record) -> None:
         """Keep, log and write ``record`` (safe from a worker thread: a late outcome)."""
-        data = record_to_dict(record)
         with self._lock:
             self.records.append(record)
+            if not self._log and self.path is None:
+                return  # kept only: no need to turn it into a dict
+            data = record_to_dict(record)
             if self._log:
                 _log.debug(record.kind, **{k: v for k, v in data.items() if k != "kind"})
             if self.path is None:

@@ -104,6 +104,13 @@ class WindowConflicts:
         self._members: dict[Hashable, ToolCall] = {}
         self._footprints: dict[tuple[str, str, str], Footprint | Failure] = {}
 
+    def fork(self) -> WindowConflicts:
+        """A fresh index over the same toolset, sharing the footprint cache (footprints are
+        a pure function of the toolset and the call)."""
+        clone = WindowConflicts(self.toolset)
+        clone._footprints = self._footprints
+        return clone
+
     def footprint(self, call: ToolCall) -> Footprint | Failure:
         """The footprint of ``call`` (cached: an admitted call is indexed without another
         resolution)."""

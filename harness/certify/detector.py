@@ -14,9 +14,10 @@ reason codes:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from harness.certify.verdict import Admission, Certificate, Failure, Rejection, WindowView
 from harness.engines.base import ToolCall
@@ -72,6 +73,13 @@ class TrackerBase:
 
     def evidence(self, phase: str | None, n: int) -> tuple[str, ...]:
         return ()
+
+    def fork(self) -> Self:
+        """An independent tracker at this one's phase position: admitting calls to one never
+        changes the other. What a tracker only reads (the toolset, the skill, the inputs) and
+        its pure caches are shared; subclasses copy their own position state. Only valid
+        where no window is open (the proxy caches positions there: its replays)."""
+        return copy.copy(self)
 
     def certificate(self, window: WindowView, closed_by: str) -> Certificate | None:
         """The certificate of ``window`` closing now (``None`` for an empty window)."""

@@ -55,6 +55,11 @@ class _HeuristicTracker(TrackerBase):
     def evidence(self, phase: str | None, n: int) -> tuple[str, ...]:
         return _evidence(phase, n)
 
+    def fork(self) -> _HeuristicTracker:
+        clone = super().fork()
+        clone.d1 = self.d1.fork()
+        return clone
+
     def phase_of(self, calls: Sequence[ToolCall]) -> Phase | None:
         return None
 

@@ -87,6 +87,12 @@ class _SchemaSoundTracker(TrackerBase):
     def evidence(self, phase: str | None, n: int) -> tuple[str, ...]:
         return _evidence(phase, n)
 
+    def fork(self) -> _SchemaSoundTracker:
+        clone = super().fork()
+        clone.d1 = self.d1.fork()
+        clone._slot_counts = dict(self._slot_counts)
+        return clone
+
     def _locate(self, tool: str) -> int | None:
         """The phase this call belongs to: the current one while it has room, else the next
         phase (forward only) that lists the tool."""

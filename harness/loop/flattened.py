@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from anyio.abc import TaskGroup
 
-from harness.certify import Detector
+from harness.certify import Detector, WindowTracker
 from harness.engines.base import Completion, GenerationSettings, ToolCall
 from harness.loop.serial import serial_settings
 from harness.loop.state import RunState
@@ -33,10 +33,19 @@ __all__ = ("FlattenedArm",)
 class FlattenedArm:
     """Arm F (and F+eager with ``flatten.eager``)."""
 
-    def __init__(self, state: RunState, detector: Detector, group: TaskGroup) -> None:
+    def __init__(
+        self,
+        state: RunState,
+        detector: Detector,
+        group: TaskGroup,
+        tracker: WindowTracker | None = None,
+    ) -> None:
+        """``tracker``: the detector's tracker for this run, when one already stands at the
+        run's phase position (the proxy's cached replays); default: a fresh one."""
         self.state = state
         self._group = group if state.config.flatten.eager else None
-        tracker = detector.tracker(state.toolset, state.skill, state.task.inputs)
+        if tracker is None:
+            tracker = detector.tracker(state.toolset, state.skill, state.task.inputs)
         self.windows = Windows(tracker, self._open)
 
     def _open(self, phase: str | None) -> Window:

@@ -27,21 +27,31 @@ import hmac
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.certify import make_detector
 from harness.effects import Effect
-from harness.engines.base import Completion, Engine, Message, ToolCall, ToolSpec, Usage
+from harness.engines.base import (
+    Completion,
+    Engine,
+    Message,
+    StreamingEngine,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from harness.engines.router import conversation_key
 from harness.errors import ConfigError, EngineError, HarnessError
 from harness.ledger import CallRecord, Ledger, WindowRecord
 from harness.loop.config import LoopConfig
 from harness.manifest import Manifest, Skill
 from harness.proxy.effects_file import toolset_for
-from harness.proxy.flatten import Outcome, ProxyArm, ProxyState, answer, replay_history
+from harness.proxy.flatten import Outcome, ProxyArm, ProxyState, answer, replay_calls
 from harness.proxy.ids import CallIds
+from harness.proxy.overhead import Kind, Overheads
+from harness.proxy.positions import HistoryCall, Place, PositionCache, history_calls
 from harness.proxy.protocol import (
     BadRequest,
     ChatRequest,
@@ -52,6 +62,7 @@ from harness.proxy.protocol import (
 )
 from harness.proxy.restore import Restoration, restore_serial
 from harness.proxy.store import Pending, WindowStore
+from harness.proxy.streaming import stream_pass_through
 from harness.tools import Toolset
 
 try:
@@ -68,7 +79,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         f"(the 'serve' extra: starlette and uvicorn); {exc}"
     ) from exc
 
-__all__ = ("ProxyConfig", "ProxyService", "build_app")
+__all__ = ("ProxyConfig", "ProxyService", "Served", "build_app")
 
 #: Distinct tool lists whose toolsets are kept built.
 _TOOLSETS_KEPT = 64
@@ -82,6 +93,8 @@ class ProxyConfig:
     :mod:`harness.proxy.effects_file`); ``manifest``: the skills (one skill: the default).
     ``api_key``: required as ``Authorization: Bearer KEY`` when set. ``max_body_bytes``,
     ``max_messages``: request limits. ``store_capacity``: windows the bounded store keeps.
+    ``positions_capacity``: replayed phase positions kept (:mod:`harness.proxy.positions`;
+    0: replay every request's whole history).
     ``max_generations``: upstream generations one request may fold in. ``secret``: the key of
     the minted call ids (default: random per server). ``secrets_to_hide``: strings never
     echoed in an error (the upstream's key). ``model``: the name ``/v1/models`` lists.
@@ -95,11 +108,25 @@ class ProxyConfig:
     max_body_bytes: int = 4 * 1024 * 1024
     max_messages: int = 2048
     store_capacity: int = 4096
+    positions_capacity: int = 1024
     max_generations: int = 40
     secret: bytes | None = None
     secrets_to_hide: tuple[str, ...] = ()
     model: str = "harness"
     upstream: str = "the embedded engine"
+
+
+@dataclass
+class Served:
+    """One answered request: the response ``body`` (``None`` when streamed token by token:
+    ``chunks``, its server-sent events), the X-Harness ``headers``, the request's ``kind``
+    (:mod:`harness.proxy.overhead`) and the run ``state`` (its time awaiting the upstream)."""
+
+    body: dict[str, Any] | None
+    headers: dict[str, str]
+    kind: Kind
+    state: ProxyState
+    chunks: AsyncIterator[str] | None = None
 
 
 class ProxyService:
@@ -112,11 +139,10 @@ class ProxyService:
         self.ids = CallIds(config.secret)
         self.store = WindowStore(config.store_capacity)
         self.detector = make_detector(config.detector, max_window=config.max_window)
+        self.positions = PositionCache(config.positions_capacity)
         self._toolsets: OrderedDict[str, Toolset] = OrderedDict()
-        #: Seconds spent in the proxy itself per request: its wall time in :meth:`complete`
-        #: less the time awaiting the upstream (parsing, restoration, certification, replay).
-        self.overheads: list[float] = []
-        self.overheads_by_arm: dict[str, list[float]] = {}
+        #: Seconds spent in the proxy itself per request, by kind (:mod:`harness.proxy.overhead`).
+        self.overheads = Overheads()
 
     # -- the request ------------------------------------------------------------------------
 
@@ -143,11 +169,11 @@ class ProxyService:
             )
         return manifest.skills[name]
 
-    def _toolset(self, specs: list[ToolSpec]) -> Toolset:
+    def _toolset(self, specs: list[ToolSpec]) -> tuple[str, Toolset]:
         """The request's tools with the configured effects, built once per distinct tool list
         (checking JSON schemas costs milliseconds per tool; clients resend the same tools
-        every turn)."""
-        key = json.dumps(specs, sort_keys=True, default=str)
+        every turn), and the list's key."""
+        key = json.dumps(specs, default=str)  # the client's own order: it resends it as is
         toolset = self._toolsets.get(key)
         if toolset is None:
             try:
@@ -159,7 +185,7 @@ class ProxyService:
                 self._toolsets.popitem(last=False)
         else:
             self._toolsets.move_to_end(key)
-        return toolset
+        return key, toolset
 
     @staticmethod
     def _inputs(request: ChatRequest, header: str | None) -> dict[str, Any]:
@@ -175,11 +201,9 @@ class ProxyService:
             raise BadRequest("X-Harness-Inputs must be a JSON object.", param="X-Harness-Inputs")
         return inputs
 
-    async def complete(
-        self, request: ChatRequest, headers: Mapping[str, str]
-    ) -> tuple[dict[str, Any], dict[str, str]]:
-        """Answer one checked request: the response body and the X-Harness headers."""
-        started = time.perf_counter()
+    async def complete(self, request: ChatRequest, headers: Mapping[str, str]) -> Served:
+        """Answer one checked request: the response (a body, or the chunks of a streamed
+        pass-through) and the X-Harness headers."""
         skill = self._skill(request, headers.get("x-harness-skill"))
         inputs = self._inputs(request, headers.get("x-harness-inputs"))
         arm = headers.get("x-harness-arm") or request.arm or "F"
@@ -189,7 +213,7 @@ class ProxyService:
             )
         if request.parallel_tool_calls or not request.tools:
             arm = "S"
-        toolset = self._toolset(request.tools)
+        tools_key, toolset = self._toolset(request.tools)
         if skill is not None:
             missing = sorted({t for p in skill.phases for t in p.tools} - set(toolset))
             if missing and arm == "F":
@@ -222,15 +246,20 @@ class ProxyService:
             detector_name=self.detector.name,
         )
         self._record_results(state, restoration)
+        kind: Kind = "pass_through"
         if arm == "S":
+            if request.stream and not request.tools and isinstance(self.engine, StreamingEngine):
+                chunks = await stream_pass_through(
+                    state,
+                    request.model or self.config.model,
+                    include_usage=request.include_usage,
+                    upstream=self.config.upstream,
+                    hide=self.hide,
+                )
+                return Served(None, self._headers(arm, 0, 1, restoration, 0), kind, state, chunks)
             outcome = await self._pass_through(state)
         else:
-            proxy_arm = ProxyArm(state, self.detector)
-            replay_history(
-                proxy_arm,
-                restoration.messages,
-                [[c.id for c in w.calls] for w in restoration.windows],
-            )
+            proxy_arm = self._replayed(state, restoration, tools_key)
             pending = self._pending(restoration)
             outcome = await answer(
                 state,
@@ -238,20 +267,82 @@ class ProxyService:
                 pending.remainder if pending else (),
                 pending.remainder_content if pending else None,
             )
+            self._keep_window(state, proxy_arm, outcome, tools_key)
+            kind = (
+                "absorb"
+                if restoration.windows and restoration.windows[-1].last
+                else "flattening"
+                if outcome.kind == "window"
+                else "serial"
+            )
         body = self._response(request, outcome, run_id)
-        overhead = max(0.0, time.perf_counter() - started - state.upstream_s)
-        self.overheads.append(overhead)
-        self.overheads_by_arm.setdefault(arm, []).append(overhead)
-        out_headers = {
+        window = len(outcome.calls) if outcome.kind == "window" else 0
+        out_headers = self._headers(
+            arm, window, len(outcome.completions), restoration, outcome.discards
+        )
+        return Served(body, out_headers, kind, state)
+
+    def _replayed(self, state: ProxyState, restoration: Restoration, tools_key: str) -> ProxyArm:
+        """Arm F at the phase position the history's calls reached: from the longest cached
+        prefix of the history, the rest replayed (:mod:`harness.proxy.positions`)."""
+        calls = history_calls(
+            restoration.messages, [[c.id for c in w.calls] for w in restoration.windows]
+        )
+        context = self._context(state, tools_key)
+        keys = self.positions.prefix_keys(context, calls)
+        resumed = self.positions.resume(keys)
+        covered, tracker = resumed if resumed is not None else (0, None)
+        proxy_arm = ProxyArm(state, self.detector, tracker)
+        replay_calls(proxy_arm, calls[covered:])
+        self.positions.keep(keys[-1][1], proxy_arm.windows.tracker)
+        proxy_arm.history = calls
+        return proxy_arm
+
+    def _context(self, state: ProxyState, tools_key: str) -> str:
+        """What a replay depends on besides the history's calls."""
+        return "\x1d".join(
+            (
+                self.detector.name,
+                str(self.config.max_window),
+                state.skill.name if state.skill is not None else "",
+                json.dumps(state.task.inputs, sort_keys=True, default=str),
+                tools_key,
+            )
+        )
+
+    def _keep_window(
+        self, state: ProxyState, proxy_arm: ProxyArm, outcome: Outcome, tools_key: str
+    ) -> None:
+        """A window goes back to the client: keep the tracker at the position the next
+        request's replay would reach (its history is this one's plus the window's calls) —
+        when, since the replay, the window's calls were the only admissions and each joined,
+        it is the live tracker (a replay would admit the same calls to the same effect)."""
+        window = outcome.window
+        if window is None or not window.calls or not proxy_arm.recording.only_joined(window.calls):
+            return
+        places: list[Place] = ["member"] * (len(window.calls) - 1)
+        places.append("last")
+        calls = [
+            *proxy_arm.history,
+            *(HistoryCall(c, p) for c, p in zip(window.calls, places, strict=True)),
+        ]
+        keys = self.positions.prefix_keys(self._context(state, tools_key), calls)
+        self.positions.keep(keys[-1][1], proxy_arm.windows.tracker)
+
+    @staticmethod
+    def _headers(
+        arm: str, window: int, generations: int, restoration: Restoration, discards: int
+    ) -> dict[str, str]:
+        out = {
             "X-Harness-Arm": arm,
-            "X-Harness-Window": str(len(outcome.calls) if outcome.kind == "window" else 0),
-            "X-Harness-Generations": str(len(outcome.completions)),
+            "X-Harness-Window": str(window),
+            "X-Harness-Generations": str(generations),
             "X-Harness-Restored": str(len(restoration.windows)),
-            "X-Harness-Discards": str(outcome.discards),
+            "X-Harness-Discards": str(discards),
         }
         if restoration.warnings:
-            out_headers["X-Harness-Warning"] = _header_text("; ".join(restoration.warnings))
-        return body, out_headers
+            out["X-Harness-Warning"] = _header_text("; ".join(restoration.warnings))
+        return out
 
     async def _pass_through(self, state: ProxyState) -> Outcome:
         completion = await state.generate(state.config.generation)
@@ -357,6 +448,41 @@ def _header_text(text: str) -> str:
     return text.encode("latin-1", "replace").decode("latin-1").replace("\n", " ")[:1000]
 
 
+def _respond(
+    service: ProxyService, served: Served, parsed: ChatRequest, started: float
+) -> Response:
+    """The response of an answered request (JSON, or server-sent events for ``stream``), its
+    overhead counted (:mod:`harness.proxy.overhead`)."""
+    if served.chunks is not None:
+        return StreamingResponse(
+            _measured(service, served, started),
+            media_type="text/event-stream",
+            headers=served.headers,
+        )
+    assert served.body is not None
+    response: Response
+    if parsed.stream:
+        response = StreamingResponse(
+            iter(list(stream_chunks(served.body, include_usage=parsed.include_usage))),
+            media_type="text/event-stream",
+            headers=served.headers,
+        )
+    else:
+        response = JSONResponse(served.body, headers=served.headers)
+    service.overheads.add(served.kind, time.perf_counter() - started - served.state.upstream_s)
+    return response
+
+
+async def _measured(service: ProxyService, served: Served, started: float) -> AsyncIterator[str]:
+    """A token stream's chunks; its overhead is the proxy's time before the first chunk and
+    between chunks, less the upstream's (the time the client takes is not counted)."""
+    assert served.chunks is not None
+    own = time.perf_counter() - started - served.state.upstream_s
+    async for chunk in served.chunks:
+        yield chunk
+    service.overheads.add(served.kind, own + served.state.proxy_s)
+
+
 def build_app(
     engine: Engine,
     config: ProxyConfig | None = None,
@@ -381,6 +507,7 @@ def build_app(
         )
 
     async def chat(request: Request) -> Response:
+        started = time.perf_counter()
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             return error(
@@ -401,20 +528,14 @@ def build_app(
             return error(400, f"The request body is not valid JSON: {exc}.")
         try:
             parsed = parse_request(decoded, max_messages=cfg.max_messages)
-            body, headers = await service.complete(parsed, request.headers)
+            served = await service.complete(parsed, request.headers)
         except BadRequest as bad:
             return error(bad.status, bad.message, param=bad.param)
         except EngineError as exc:
             return error(502, f"The upstream ({cfg.upstream}) failed: {exc}", kind="upstream_error")
         except HarnessError as exc:
             return error(500, f"{type(exc).__name__}: {exc}", kind="server_error")
-        if parsed.stream:
-            return StreamingResponse(
-                iter(list(stream_chunks(body, include_usage=parsed.include_usage))),
-                media_type="text/event-stream",
-                headers=headers,
-            )
-        return JSONResponse(body, headers=headers)
+        return _respond(service, served, parsed, started)
 
     async def models(request: Request) -> Response:
         return JSONResponse(

@@ -20,12 +20,12 @@ next request (:func:`answer`).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from harness.calls import ToolResult
-from harness.certify import Detector
+from harness.certify import Detector, WindowTracker
 from harness.engines.base import (
     Completion,
     Engine,
@@ -43,6 +43,7 @@ from harness.loop.state import RunState
 from harness.loop.transcript import Transcript
 from harness.manifest import Skill
 from harness.provenance import TurnView
+from harness.proxy.positions import HistoryCall, history_calls
 from harness.task import Task
 from harness.tools import Toolset
 from harness.window import Step, Window, Windows
@@ -54,6 +55,7 @@ __all__ = (
     "ProxyArm",
     "ProxyState",
     "answer",
+    "replay_calls",
     "replay_history",
 )
 
@@ -125,6 +127,8 @@ class ProxyState(RunState):
         self.completions: list[Completion] = []
         #: Wall seconds spent awaiting the upstream (the rest of a request is the proxy's own).
         self.upstream_s = 0.0
+        #: The proxy's own seconds while a reply streams (between the upstream's deltas).
+        self.proxy_s = 0.0
 
     def _renumber(self, completion: Completion) -> Completion:
         """Keep the upstream's call ids: the serial transcript is the client's, and its ids
@@ -160,21 +164,37 @@ class _RecordingWindows(Windows):
 
     last: tuple[ToolCall, Step] | None = None
 
+    def __init__(self, tracker: WindowTracker, opener: Callable[[str | None], Window]) -> None:
+        super().__init__(tracker, opener)
+        #: Every call admitted since the history's replay, and whether each joined.
+        self.admitted: list[tuple[ToolCall, bool]] = []
+
     def admit(self, call: ToolCall, view: TurnView | None = None) -> Step:
         step = super().admit(call, view)
         self.last = (call, step)
+        self.admitted.append((call, step.admission.action == "join"))
         return step
+
+    def only_joined(self, calls: Sequence[ToolCall]) -> bool:
+        """Since the replay, exactly ``calls`` were admitted, in order, and each joined."""
+        return [(c.id, True) for c in calls] == [(c.id, j) for c, j in self.admitted]
 
 
 class ProxyArm(FlattenedArm):
     """Arm F on a :class:`ProxyState` (calls at close, never eager: the client runs them)."""
 
-    def __init__(self, state: ProxyState, detector: Detector) -> None:
-        super().__init__(state, detector, None)  # type: ignore[arg-type]  # no eager group
+    def __init__(
+        self, state: ProxyState, detector: Detector, tracker: WindowTracker | None = None
+    ) -> None:
+        """``tracker``: one already at the history's phase position (a cached replay,
+        :mod:`harness.proxy.positions`) instead of a fresh one."""
+        super().__init__(state, detector, None, tracker)  # type: ignore[arg-type]  # no group
         self.recording = _RecordingWindows(self.windows.tracker, self._open)
         self.windows = self.recording
         self.contents: dict[str, str | None] = {}
         self.reply: tuple[ToolCall, ...] = ()
+        #: The history's calls (what :func:`replay_calls` brought the tracker through).
+        self.history: list[HistoryCall] = []
 
     async def handle(self, completion: Completion) -> bool:
         self.reply = completion.tool_calls
@@ -192,22 +212,21 @@ def replay_history(
     """Bring the arm's tracker to the phase position the history's calls leave it in: every
     call admitted in order, the history's windows (``windows``: their call ids) as windows,
     every other call on its own. Nothing runs and nothing is recorded."""
-    window_of = {call_id: i for i, ids in enumerate(windows) for call_id in ids}
-    last = {ids[-1] for ids in windows if ids}
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        for raw in message.get("tool_calls") or ():
-            if not isinstance(raw, dict):
-                continue
-            call = ToolCall.from_openai(raw)
-            if call.id not in window_of:
-                arm.windows.close("history")
-            arm.windows.admit(call)
-            if call.id not in window_of or call.id in last:
-                arm.windows.close("history")
+    replay_calls(arm, history_calls(messages, windows))
+
+
+def replay_calls(arm: ProxyArm, calls: Sequence[HistoryCall]) -> None:
+    """Admit ``calls`` (a history's, or the part of it after a cached position, which starts
+    where no window is open) as :func:`replay_history` does."""
+    for item in calls:
+        if item.place == "serial":
+            arm.windows.close("history")
+        arm.windows.admit(item.call)
+        if item.closes:
+            arm.windows.close("history")
     arm.windows.close("history")
     arm.recording.last = None
+    arm.recording.admitted.clear()
 
 
 @dataclass

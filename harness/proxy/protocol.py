@@ -26,10 +26,12 @@ from harness.engines.base import GenerationSettings, Message, ToolSpec, Usage
 __all__ = (
     "BadRequest",
     "ChatRequest",
+    "ChunkWriter",
     "chat_response",
     "error_body",
     "parse_request",
     "stream_chunks",
+    "usage_body",
 )
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -253,7 +255,8 @@ def error_body(
     return {"error": {"message": message, "type": kind, "param": param, "code": None}}
 
 
-def _usage(usage: Usage) -> dict[str, Any]:
+def usage_body(usage: Usage) -> dict[str, Any]:
+    """OpenAI's ``usage`` object."""
     return {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
@@ -272,39 +275,64 @@ def chat_response(model: str, message: Message, finish_reason: str, usage: Usage
         "choices": [
             {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
         ],
-        "usage": _usage(usage),
+        "usage": usage_body(usage),
     }
+
+
+class ChunkWriter:
+    """Server-sent events of one streamed ``chat.completion.chunk`` response (OpenAI's
+    format): ``delta`` chunks, the closing chunk with the finish reason, the usage chunk when
+    asked (``include_usage``), then ``[DONE]``."""
+
+    def __init__(self, response_id: str, created: int, model: str, *, include_usage: bool) -> None:
+        self.base = {
+            "id": response_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+        }
+        self.include_usage = include_usage
+
+    def delta(self, delta: Mapping[str, Any], finish: str | None = None) -> str:
+        body: dict[str, Any] = {
+            **self.base,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+        if self.include_usage:
+            body["usage"] = None
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    def end(self, finish_reason: str, usage: Mapping[str, Any]) -> Iterator[str]:
+        """The closing chunk, the usage chunk when asked, ``[DONE]``."""
+        yield self.delta({}, finish_reason)
+        if self.include_usage:
+            body = {**self.base, "choices": [], "usage": dict(usage)}
+            yield f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+        yield "data: [DONE]\n\n"
+
+    @staticmethod
+    def error(message: str, kind: str) -> str:
+        """An error after the stream started (the status is sent): OpenAI's error body as an
+        event, which the SDK raises as an ``APIError``."""
+        return f"data: {json.dumps(error_body(message, kind=kind), ensure_ascii=False)}\n\n"
 
 
 def stream_chunks(response: Mapping[str, Any], *, include_usage: bool) -> Iterator[str]:
     """``response`` as server-sent events in OpenAI's chunk format: the role, the content,
     each tool call as its own delta (index, id, name, then its arguments), the finish reason,
     the usage if asked, then ``[DONE]``. A window streams as one message's tool-call deltas."""
-    base = {
-        "id": response["id"],
-        "object": "chat.completion.chunk",
-        "created": response["created"],
-        "model": response["model"],
-    }
+    writer = ChunkWriter(
+        response["id"], response["created"], response["model"], include_usage=include_usage
+    )
     choice = response["choices"][0]
     message = choice["message"]
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        body = {
-            **base,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-        }
-        if include_usage:
-            body["usage"] = None
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
-
-    yield chunk({"role": "assistant", "content": ""})
+    yield writer.delta({"role": "assistant", "content": ""})
     if message.get("content"):
-        yield chunk({"content": message["content"]})
+        yield writer.delta({"content": message["content"]})
     calls: Sequence[Mapping[str, Any]] = message.get("tool_calls") or ()
     for index, call in enumerate(calls):
         function = call["function"]
-        yield chunk(
+        yield writer.delta(
             {
                 "tool_calls": [
                     {
@@ -316,10 +344,7 @@ def stream_chunks(response: Mapping[str, Any], *, include_usage: bool) -> Iterat
                 ]
             }
         )
-        yield chunk(
+        yield writer.delta(
             {"tool_calls": [{"index": index, "function": {"arguments": function["arguments"]}}]}
         )
-    yield chunk({}, choice["finish_reason"])
-    if include_usage:
-        yield f"data: {json.dumps({**base, 'choices': [], 'usage': response['usage']})}\n\n"
-    yield "data: [DONE]\n\n"
+    yield from writer.end(choice["finish_reason"], response["usage"])
