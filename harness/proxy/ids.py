@@ -20,6 +20,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ __all__ = ("CallIds", "MintedId")
 
 PREFIX = "hx"
 _MAC_BYTES = 16
+_VERDICTS_KEPT = 8192
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class CallIds:
 
     def __init__(self, secret: bytes | None = None) -> None:
         self._secret = secret if secret is not None else secrets.token_bytes(32)
+        #: Verdicts already reached, by (id, name, arguments): a client resends its whole
+        #: history every turn, so each window's ids would be verified again on every request.
+        self._verdicts: OrderedDict[tuple[str, str, str], MintedId | None] = OrderedDict()
 
     def window_key(self, conversation: str, calls: Sequence[ToolCall]) -> str:
         """A short key naming one window: keyed by the conversation and its calls' ids."""
@@ -81,6 +86,17 @@ class CallIds:
         """What ``call``'s id says, if the proxy minted it for exactly this call; else None."""
         if not self.looks_minted(call.id):
             return None
+        key = (call.id, call.name, call.arguments)
+        if key in self._verdicts:
+            self._verdicts.move_to_end(key)
+            return self._verdicts[key]
+        verdict = self._verify(call)
+        self._verdicts[key] = verdict
+        if len(self._verdicts) > _VERDICTS_KEPT:
+            self._verdicts.popitem(last=False)
+        return verdict
+
+    def _verify(self, call: ToolCall) -> MintedId | None:
         body, _, mac = call.id.rpartition(".")
         expected = self._mac(body, call)
         if not hmac.compare_digest(mac.encode("ascii", "replace"), expected.encode("ascii")):
