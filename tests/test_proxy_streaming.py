@@ -60,16 +60,19 @@ async def test_the_sdk_assembles_a_streamed_window_into_one_message_with_paralle
 
 
 async def test_the_sdk_stream_helper_gives_the_window_as_its_final_message() -> None:
-    async with in_process_client(make_app(ScriptedEngine(survey_script))) as http:
-        async with _sdk(http).chat.completions.stream(
+    http = in_process_client(make_app(ScriptedEngine(survey_script)))
+    async with (
+        http,
+        _sdk(http).chat.completions.stream(
             model="m",
             messages=opening(),
             tools=TOOLS,
             extra_body={"harness_inputs": {"keys": KEYS}},
-        ) as stream:
-            async for _ in stream:
-                pass
-            final = await stream.get_final_completion()
+        ) as stream,
+    ):
+        async for _ in stream:
+            pass
+        final = await stream.get_final_completion()
     message = final.choices[0].message
     assert message.tool_calls is not None
     assert [json.loads(c.function.arguments)["key"] for c in message.tool_calls] == KEYS
