@@ -1,6 +1,7 @@
 """Tools from an MCP server: list them, call them, and decide whose word their effects take.
 
-:func:`toolset_from_mcp` (also ``await MCPToolset.from_mcp(session)``) reads an initialised
+:func:`toolset_from_mcp` (also ``await Toolset.from_mcp(session)`` or
+``await MCPToolset.from_mcp(session)``) reads an initialised
 ``mcp.ClientSession``'s tool list (every page) into an :class:`MCPToolset`: each tool's name,
 description and input schema; calling a tool sends ``tools/call`` over the session. A result
 becomes what the model sees: the structured content when the server sends it (rendered as
@@ -24,8 +25,9 @@ of three ways:
 * certify them: run the certification kit on ``toolset.trusting()`` (e.g.
   :func:`harness.testing.certify_toolset`) and use that toolset once the kit passes.
 
-(``Toolset.from_mcp`` is not on :class:`~harness.tools.Toolset` itself: this module builds on
-:mod:`harness.tools`, and the package keeps no import cycles.)
+``await Toolset.from_mcp(session)`` (:meth:`harness.tools.Toolset.from_mcp`) is the same as
+:func:`toolset_from_mcp`: it imports this module when called (this module builds on
+:mod:`harness.tools`, so :mod:`harness.tools` does not import it).
 
 The ``mcp`` SDK is the optional extra ``mcp`` (``pip install 'agent-harness[mcp]'``).
 """

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import importlib
 import inspect
 import json
 import re
@@ -509,6 +510,21 @@ class Toolset(Mapping[str, Tool]):
     def specs(self) -> list[ToolSpec]:
         """OpenAI function specs of every tool, in declaration order."""
         return [t.spec() for t in self._tools.values()]
+
+    @classmethod
+    async def from_mcp(cls, session: Any, **options: Any) -> Toolset:
+        """The tools of the MCP server behind ``session`` (an initialised
+        ``mcp.ClientSession``): an :class:`~harness.mcp_toolset.MCPToolset`, whose calls go
+        to the server as ``tools/call``. Its annotations certify nothing until you confirm
+        them (``effects={...}`` or ``trust_annotations=True``; ``options`` are those of
+        :func:`~harness.mcp_toolset.toolset_from_mcp`). Needs the ``mcp`` extra
+        (``pip install 'agent-harness[mcp]'``): without it, a
+        :class:`~harness.errors.ConfigError` naming the extra."""
+        # Imported when called: harness.mcp_toolset builds on this module (and the mcp SDK
+        # is an optional extra), so neither is imported with harness.tools.
+        module = importlib.import_module("harness.mcp_toolset")
+        toolset: Toolset = await module.toolset_from_mcp(session, **options)
+        return toolset
 
     @classmethod
     def from_openai(

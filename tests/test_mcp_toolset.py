@@ -158,3 +158,30 @@ async def test_without_the_mcp_sdk_the_error_names_the_extra(
     with pytest.raises(ConfigError, match=r"agent-harness\[mcp\]"):
         async with open_mcp_toolset(sys.executable, SERVER):
             pass  # pragma: no cover - never reached
+
+
+async def test_toolset_from_mcp_reads_a_real_servers_session_like_toolset_from_mcp() -> None:
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    from harness.tools import Toolset
+
+    params = StdioServerParameters(command=sys.executable, args=SERVER)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        toolset = await Toolset.from_mcp(session, effects={"read_doc": {"read_only": True}})
+        assert isinstance(toolset, MCPToolset)
+        assert toolset.confirmed == frozenset({"read_doc"})
+        assert toolset["read_doc"].effect.read_only
+        assert not toolset["write_doc"].effect.annotated  # hints alone certify nothing
+        read = await execute_call(toolset, ToolCall("1", "read_doc", '{"key": "b"}'))
+        assert (read.is_error, read.value) == (False, {"key": "b", "body": "body of b"})
+
+
+async def test_toolset_from_mcp_without_the_sdk_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from harness.tools import Toolset
+
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    with pytest.raises(ConfigError, match=r"agent-harness\[mcp\]"):
+        await Toolset.from_mcp(object())
