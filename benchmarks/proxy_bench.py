@@ -56,6 +56,8 @@ from harness.toolsets.workspace import fingerprint, load_workspace_manifest
 __all__ = (
     "GoldForcing",
     "SdkRun",
+    "crowd",
+    "crowd_run",
     "fan_out_tasks",
     "main",
     "run_calls",
@@ -260,6 +262,64 @@ async def _engine(kind: str, model: str | None) -> AsyncIterator[Engine]:
         yield engine
 
 
+def _header(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "engine": args.engine,
+        "latency_s": args.latency,
+        "sizes": args.sizes,
+        "repeats": args.repeats,
+        "clients": args.clients,
+        "python": platform.python_version(),
+        "load": _load(),
+    }
+
+
+async def crowd(
+    client: Any, tasks: Sequence[WorkloadTask], k: int, *, latency: float, arm: str = "F"
+) -> list[SdkRun]:
+    """``k`` SDK loops at once through ``client`` (one proxy), client ``i`` on
+    ``tasks[i % len(tasks)]`` with its own store; their runs in client order."""
+    runs: dict[int, SdkRun] = {}
+
+    async def one(i: int) -> None:
+        runs[i], _ = await sdk_loop(client, tasks[i % len(tasks)], latency=latency, arm=arm)
+
+    async with anyio.create_task_group() as group:
+        for i in range(k):
+            group.start_soon(one, i)
+    return [runs[i] for i in range(k)]
+
+
+async def crowd_run(
+    client: Any, tasks: Sequence[WorkloadTask], k: int, *, latency: float
+) -> dict[str, Any]:
+    """``--clients K``: each task once through the proxy in pass-through (S, the reference),
+    then ``K`` flattening clients at once; each client is correct when its final store is
+    its task's S store and the task succeeded."""
+    reference = {}
+    for wt in tasks:
+        run, _ = await sdk_loop(client, wt, latency=latency, arm="S")
+        reference[wt.id] = run.fingerprint
+        _say(run)
+    started = time.monotonic()
+    runs = await crowd(client, tasks, k, latency=latency)
+    wall = time.monotonic() - started
+    correct = [r.success and r.fingerprint == reference[r.task] for r in runs]
+    for run in runs:
+        _say(run)
+    return {
+        "crowd": {
+            "clients": k,
+            "wall_s": wall,
+            "correct": sum(correct),
+            "round_trips": sum(r.round_trips for r in runs),
+            "windows": [r.windows for r in runs],
+            "runs": [asdict(r) for r in runs],
+            "reference_fingerprints": reference,
+        }
+    }
+
+
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     import openai
 
@@ -284,6 +344,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         async with http:
             await sdk_loop(client, tasks[0], latency=0.0)  # warm the engine and the cache
             service.overheads.clear()
+            if args.clients:
+                crowd = await crowd_run(client, tasks, args.clients, latency=args.latency)
+                return {**_header(args), **crowd, "proxy_overhead": service.overheads.summary()}
             for _ in range(args.repeats):
                 for wt in tasks:
                     for arm in ("S", "F"):
@@ -297,12 +360,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         runs.append(run)
                         _say(run)
     return {
-        "engine": args.engine,
-        "latency_s": args.latency,
-        "sizes": args.sizes,
-        "repeats": args.repeats,
-        "python": platform.python_version(),
-        "load": _load(),
+        **_header(args),
         "runs": [asdict(r) for r in runs],
         "summary": _summary(runs),
         "proxy_overhead": service.overheads.summary(),
@@ -364,6 +422,16 @@ def render_overheads(summary: Mapping[str, Mapping[str, float]]) -> list[str]:
 
 
 def render(result: Mapping[str, Any]) -> str:
+    if "crowd" in result:
+        c = result["crowd"]
+        lines = [
+            f"engine {result['engine']}, L = {result['latency_s']} s, load {result['load']}",
+            f"{c['clients']} concurrent SDK clients through one proxy (arm F): "
+            f"{c['correct']}/{c['clients']} correct (final store = S's, task succeeded), "
+            f"wall {c['wall_s']:.2f} s, {c['round_trips']} round trips",
+        ]
+        lines.extend(render_overheads(result["proxy_overhead"]))
+        return "\n".join(lines)
     lines = [
         f"engine {result['engine']}, L = {result['latency_s']} s, repeats {result['repeats']}, "
         f"load {result['load']}",
@@ -405,6 +473,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.5, help="tool latency L in seconds")
     parser.add_argument("--sizes", type=int, nargs="+", default=[2, 6, 10])
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--clients",
+        type=int,
+        default=0,
+        help="instead: K concurrent SDK clients (arm F) through one proxy, each on a task "
+        "of --sizes with its own store, each checked against the task's S store",
+    )
     parser.add_argument(
         "--out",
         default=None,

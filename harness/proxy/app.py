@@ -266,6 +266,7 @@ class ProxyService:
                 proxy_arm,
                 pending.remainder if pending else (),
                 pending.remainder_content if pending else None,
+                pending.remainder_serial if pending else False,
             )
             self._keep_window(state, proxy_arm, outcome, tools_key)
             kind = (
@@ -427,7 +428,12 @@ class ProxyService:
         if outcome.remainder or later:
             self.store.put(
                 key,
-                Pending(contents if later else (), outcome.remainder, outcome.remainder_content),
+                Pending(
+                    contents if later else (),
+                    outcome.remainder,
+                    outcome.remainder_content,
+                    outcome.remainder_serial,
+                ),
             )
         message = {
             "role": "assistant",

@@ -248,6 +248,7 @@ class Outcome:
     content: str | None = None
     remainder: tuple[ToolCall, ...] = ()
     remainder_content: str | None = None
+    remainder_serial: bool = False
     discards: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -257,13 +258,18 @@ async def answer(
     arm: ProxyArm,
     remainder: Sequence[ToolCall] = (),
     remainder_content: str | None = None,
+    remainder_serial: bool = False,
 ) -> Outcome:
     """Drive arm F on ``state`` until the client must act: a final answer, a serial call or a
-    closed window. ``remainder``: calls left from the last window's closing, handled first."""
+    closed window. ``remainder``: calls left from the last window's closing, handled first;
+    ``remainder_serial``: the first of them failed certification as it was generated (it
+    closed the window by not joining): it runs on its own, as arm F runs it."""
     try:
         if remainder:
             carried = Completion(remainder_content, tuple(remainder), finish_reason="tool_calls")
             arm.reply = carried.tool_calls
+            if remainder_serial:
+                _run_serial_again(state, arm, carried)
             view = arm._view()
             for call in remainder:
                 await arm._admit(call, carried, view)
@@ -278,6 +284,22 @@ async def answer(
                 )
     except ClientHandoff as handoff:
         return _handed_off(state, arm, handoff)
+
+
+def _run_serial_again(state: ProxyState, arm: ProxyArm, carried: Completion) -> None:
+    """Hand off ``carried``'s first call as a serial call (see :func:`answer`). Arm F
+    admitted it once, when the window was still open, and ran it serially; the tracker is
+    brought past it as that admission did (a call's admission moves the phase position the
+    same way whether it joins or not), and the window its admission may open now is
+    dropped: it runs on its own."""
+    call = carried.tool_calls[0]
+    step = arm.windows.admit(call)
+    if step.window is not None and arm.windows.window is step.window:
+        arm.windows.window = None
+    arm.recording.last = None
+    arm.contents[call.id] = carried.content
+    state.transcript.append_calls(carried, [call])
+    raise ClientHandoff((call,), None)
 
 
 def _handed_off(state: ProxyState, arm: ProxyArm, handoff: ClientHandoff) -> Outcome:
@@ -296,6 +318,7 @@ def _handed_off(state: ProxyState, arm: ProxyArm, handoff: ClientHandoff) -> Out
         )
     window = handoff.window
     remainder: tuple[ToolCall, ...] = ()
+    serial = False
     last = arm.recording.last
     discards = state.count.discards
     if last is not None:
@@ -307,6 +330,7 @@ def _handed_off(state: ProxyState, arm: ProxyArm, handoff: ClientHandoff) -> Out
             discards += 1
         else:  # it closed the window by not joining: the loop handles it after the absorb
             remainder = (call, *_after(arm.reply, call))
+            serial = step.admission.action == "serial"
     else:  # a final answer (or a cut-off reply) closed the window: regenerated after absorb
         discards += 1
     contents = tuple(arm.contents.get(c.id) for c in window.calls)
@@ -319,6 +343,7 @@ def _handed_off(state: ProxyState, arm: ProxyArm, handoff: ClientHandoff) -> Out
         contents=contents,
         remainder=remainder,
         remainder_content=arm.contents.get(remainder[0].id) if remainder else None,
+        remainder_serial=serial,
         discards=discards,
     )
 

@@ -29,6 +29,9 @@ class Pending:
     contents: tuple[str | None, ...] = ()
     remainder: tuple[ToolCall, ...] = ()
     remainder_content: str | None = None
+    #: The first remainder call closed the window by failing to certify: it runs on its own
+    #: (arm F decided so as it was generated; it is not certified a second time).
+    remainder_serial: bool = False
 
 
 class WindowStore:
