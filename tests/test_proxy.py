@@ -295,6 +295,23 @@ async def test_results_that_do_not_match_the_window_pass_through_with_a_warning(
         ({"messages": [{"content": "no role"}]}, "messages[0]"),
         ({"tools": [{"type": "function"}]}, "tools[0]"),
         ({"harness_inputs": [1]}, "harness_inputs"),
+        ({"frequency_penalty": 1}, "'frequency_penalty'"),
+        ({"logit_bias": {"1": 2}}, "logit_bias"),  # an unknown field is named, never ignored
+        ({"stream": "yes"}, "'stream'"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "tool_call_id"),
+        ({"messages": [{"role": "assistant", "tool_calls": [{"id": "1"}]}]}, "tool_calls"),
+        ({"harness_arm": "P"}, "harness_arm"),
+        (
+            {
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {"name": "read_doc", "parameters": {"type": "objekt"}},
+                    }
+                ]
+            },
+            "read_doc",
+        ),  # a tool whose parameters are not a JSON Schema
     ],
 )
 async def test_unsupported_or_malformed_fields_get_a_400_naming_them(
@@ -326,6 +343,28 @@ async def test_an_unknown_skill_is_a_400_naming_the_skills() -> None:
     for response in (by_header, by_body):
         assert response.status_code == 400
         assert "survey" in response.json()["error"]["message"]
+
+
+async def test_a_skill_without_a_manifest_or_without_its_tools_is_a_400() -> None:
+    engine = ScriptedEngine(survey_script)
+    bare = build_app(engine, ProxyConfig(effects=EFFECTS))
+    async with in_process_client(bare) as client:
+        no_manifest = await client.post(
+            "/chat/completions", json=body(opening(), harness_skill="survey")
+        )
+    async with in_process_client(make_app(engine)) as client:
+        no_tools = await client.post(
+            "/chat/completions", json={**body(opening()), "tools": TOOLS[:1]}
+        )
+        bad_arm = await client.post(
+            "/chat/completions", json=body(opening()), headers={"X-Harness-Arm": "P"}
+        )
+    assert no_manifest.status_code == 400
+    assert "--manifest" in no_manifest.json()["error"]["message"]
+    assert no_tools.status_code == 400
+    assert "write_report" in no_tools.json()["error"]["message"]
+    assert bad_arm.status_code == 400
+    assert "X-Harness-Arm" in bad_arm.json()["error"]["message"]
 
 
 async def test_bad_inputs_header_is_a_400() -> None:
@@ -401,6 +440,38 @@ async def test_an_upstream_that_is_down_is_a_502_naming_the_url_and_never_the_ke
     message = response.json()["error"]["message"]
     assert "http://10.0.0.9:8000/v1" in message
     assert "sk-upstream-key" not in response.text
+
+
+async def test_the_upstreams_key_is_never_in_the_proxys_logs_or_ledger(tmp_path: Any) -> None:
+    from structlog.testing import capture_logs
+
+    from harness.engines.openai_http import OpenAIHTTPEngine
+    from harness.ledger import Ledger
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused by sk-upstream-key's host", request=request)
+
+    upstream = OpenAIHTTPEngine(
+        "http://10.0.0.9:8000/v1",
+        "m",
+        api_key="sk-upstream-key",
+        client=httpx.AsyncClient(transport=httpx.MockTransport(refuse)),
+        max_retries=0,
+    )
+    config = ProxyConfig(effects=EFFECTS, manifest=MANIFEST, secrets_to_hide=("sk-upstream-key",))
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    with capture_logs() as logs:
+        async with (
+            upstream,
+            in_process_client(build_app(upstream, config, ledger=ledger)) as client,
+        ):
+            response = await client.post("/chat/completions", json=body(opening()))
+    ledger.close()
+    assert response.status_code == 502
+    assert "sk-upstream-key" not in response.text  # hidden even when the error quotes it
+    assert "sk-upstream-key" not in repr(logs)
+    path = tmp_path / "ledger.jsonl"
+    assert not path.exists() or "sk-upstream-key" not in path.read_text()
 
 
 async def test_a_streamed_window_arrives_as_one_messages_tool_call_deltas() -> None:

@@ -29,6 +29,31 @@ def test_loopback_binds_need_no_key_and_others_do() -> None:
         check_bind("0.0.0.0", None)
 
 
+def test_harness_serve_refuses_a_non_loopback_bind_without_an_api_key() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_API_KEY"}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from harness.cli import main; raise SystemExit(main())",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "API key" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""  # it never listened
+
+
 def test_harness_serve_listens_on_loopback_and_says_which_upstream_is_down() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-never-shown"}
     process = subprocess.Popen(
