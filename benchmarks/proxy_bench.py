@@ -262,8 +262,17 @@ async def _engine(kind: str, model: str | None) -> AsyncIterator[Engine]:
         yield engine
 
 
+def calibration_us() -> float:
+    """This machine's speed right now: the best of five timings of ``sum(range(1000))`` in
+    microseconds (about 8-10 on an idle desktop core), to read the overheads against."""
+    import timeit
+
+    return min(timeit.repeat("sum(range(1000))", number=200, repeat=5)) / 200 * 1e6
+
+
 def _header(args: argparse.Namespace) -> dict[str, Any]:
     return {
+        "calibration_us": calibration_us(),
         "engine": args.engine,
         "latency_s": args.latency,
         "sizes": args.sizes,
@@ -408,15 +417,21 @@ def _load() -> str:
         return "unknown"
 
 
-def render_overheads(summary: Mapping[str, Mapping[str, float]]) -> list[str]:
-    """The proxy's own time per request, by kind (:mod:`harness.proxy.overhead`)."""
-    lines = ["proxy overhead per request (its own time: wall time less the upstream's):"]
+def render_overheads(
+    summary: Mapping[str, Mapping[str, float]], calibration: float | None = None
+) -> list[str]:
+    """The proxy's own time per request, by kind (:mod:`harness.proxy.overhead`), and how
+    fast the machine was (:func:`calibration_us`)."""
+    lines = ["proxy overhead per request (its own time, the upstream's taken out; wall, and CPU):"]
+    if calibration is not None:
+        lines.append(f"  (machine speed: sum(range(1000)) in {calibration:.1f} µs, ~9 µs idle)")
     for kind in (*KINDS, "all"):
         if kind in summary:
             v = summary[kind]
             lines.append(
-                f"  {kind:<12} median {v['median_ms']:6.2f} ms  p95 {v['p95_ms']:6.2f} ms  "
-                f"({v['requests']:.0f} requests)"
+                f"  {kind:<12} wall median {v['median_ms']:6.2f} ms  p95 {v['p95_ms']:6.2f} ms"
+                f"   CPU median {v['cpu_median_ms']:6.2f} ms  p95 {v['cpu_p95_ms']:6.2f} ms"
+                f"  ({v['requests']:.0f} requests)"
             )
     return lines
 
@@ -430,7 +445,7 @@ def render(result: Mapping[str, Any]) -> str:
             f"{c['correct']}/{c['clients']} correct (final store = S's, task succeeded), "
             f"wall {c['wall_s']:.2f} s, {c['round_trips']} round trips",
         ]
-        lines.extend(render_overheads(result["proxy_overhead"]))
+        lines.extend(render_overheads(result["proxy_overhead"], result.get("calibration_us")))
         return "\n".join(lines)
     lines = [
         f"engine {result['engine']}, L = {result['latency_s']} s, repeats {result['repeats']}, "
@@ -443,7 +458,7 @@ def render(result: Mapping[str, Any]) -> str:
         f"{','.join(row['fingerprints'])}"
         for row in result["summary"]
     )
-    lines.extend(render_overheads(result["proxy_overhead"]))
+    lines.extend(render_overheads(result["proxy_overhead"], result.get("calibration_us")))
     return "\n".join(lines)
 
 

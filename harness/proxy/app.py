@@ -455,7 +455,7 @@ def _header_text(text: str) -> str:
 
 
 def _respond(
-    service: ProxyService, served: Served, parsed: ChatRequest, started: float
+    service: ProxyService, served: Served, parsed: ChatRequest, started: tuple[float, float]
 ) -> Response:
     """The response of an answered request (JSON, or server-sent events for ``stream``), its
     overhead counted (:mod:`harness.proxy.overhead`)."""
@@ -475,18 +475,27 @@ def _respond(
         )
     else:
         response = JSONResponse(served.body, headers=served.headers)
-    service.overheads.add(served.kind, time.perf_counter() - started - served.state.upstream_s)
+    state = served.state
+    service.overheads.add(
+        served.kind,
+        time.perf_counter() - started[0] - state.upstream_s,
+        time.thread_time() - started[1] - state.upstream_cpu_s,
+    )
     return response
 
 
-async def _measured(service: ProxyService, served: Served, started: float) -> AsyncIterator[str]:
+async def _measured(
+    service: ProxyService, served: Served, started: tuple[float, float]
+) -> AsyncIterator[str]:
     """A token stream's chunks; its overhead is the proxy's time before the first chunk and
     between chunks, less the upstream's (the time the client takes is not counted)."""
     assert served.chunks is not None
-    own = time.perf_counter() - started - served.state.upstream_s
+    state = served.state
+    wall = time.perf_counter() - started[0] - state.upstream_s
+    cpu = time.thread_time() - started[1] - state.upstream_cpu_s
     async for chunk in served.chunks:
         yield chunk
-    service.overheads.add(served.kind, own + served.state.proxy_s)
+    service.overheads.add(served.kind, wall + state.proxy_s, cpu + state.proxy_cpu_s)
 
 
 def build_app(
@@ -513,7 +522,7 @@ def build_app(
         )
 
     async def chat(request: Request) -> Response:
-        started = time.perf_counter()
+        started = time.perf_counter(), time.thread_time()
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             return error(

@@ -125,10 +125,13 @@ class ProxyState(RunState):
         self.transcript = _ClientTranscript(messages)
         self.specs = list(specs)  # the client's own specs, byte for byte
         self.completions: list[Completion] = []
-        #: Wall seconds spent awaiting the upstream (the rest of a request is the proxy's own).
+        #: Wall and CPU seconds spent awaiting the upstream (the rest of a request is the
+        #: proxy's own; :mod:`harness.proxy.overhead`).
         self.upstream_s = 0.0
-        #: The proxy's own seconds while a reply streams (between the upstream's deltas).
+        self.upstream_cpu_s = 0.0
+        #: The proxy's own wall and CPU seconds while a reply streams (between deltas).
         self.proxy_s = 0.0
+        self.proxy_cpu_s = 0.0
 
     def _renumber(self, completion: Completion) -> Completion:
         """Keep the upstream's call ids: the serial transcript is the client's, and its ids
@@ -138,11 +141,12 @@ class ProxyState(RunState):
         return completion
 
     async def complete(self, turn: int, settings: GenerationSettings, purpose: str) -> Completion:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             return await super().complete(turn, settings, purpose)
         finally:
             self.upstream_s += time.perf_counter() - started
+            self.upstream_cpu_s += time.thread_time() - cpu
 
     def took_turn(
         self, completion: Completion, purpose: str, started: float, *, window_open: bool = False
@@ -195,6 +199,15 @@ class ProxyArm(FlattenedArm):
         self.reply: tuple[ToolCall, ...] = ()
         #: The history's calls (what :func:`replay_calls` brought the tracker through).
         self.history: list[HistoryCall] = []
+        self._settings: GenerationSettings | None = None
+
+    def settings(self) -> GenerationSettings:
+        """Arm F's settings, computed once per request: the proxy's policy is the model's
+        own (:class:`~harness.loop.policy.ModelPolicy`), which never steers by the
+        transcript, so every generation of a request has the same settings."""
+        if self._settings is None:
+            self._settings = super().settings()
+        return self._settings
 
     async def handle(self, completion: Completion) -> bool:
         self.reply = completion.tool_calls

@@ -13,7 +13,11 @@ the response. The kinds:
   serial form and the absorb turn generated), whatever it returned;
 * ``serial``: arm F, neither (a call that did not certify, or a final answer).
 
-At most ``keep`` figures per kind are kept (the newest), so a long-running server does not
+Each request gives two figures: its *wall* overhead (what a client waits for the proxy, on
+a loaded machine including the time other processes hold the CPU) and its *CPU* overhead
+(the CPU time the proxy's own work took, this thread, less the CPU spent while awaiting the
+upstream: what the proxy costs whatever the load; with the scripted engine in process its
+CPU is the upstream's). At most ``keep`` figures per kind are kept (the newest), so a long-running server does not
 grow; ``python -m harness.benchmarks.proxy_bench`` prints :meth:`Overheads.summary`.
 """
 
@@ -44,28 +48,35 @@ class Overheads:
 
     def __init__(self, keep: int = 10_000) -> None:
         self.keep = keep
-        self.by_kind: dict[str, deque[float]] = {kind: deque(maxlen=keep) for kind in KINDS}
+        self.by_kind: dict[str, deque[tuple[float, float]]] = {
+            kind: deque(maxlen=keep) for kind in KINDS
+        }
 
-    def add(self, kind: Kind, seconds: float) -> None:
-        self.by_kind[kind].append(max(0.0, seconds))
+    def add(self, kind: Kind, wall_s: float, cpu_s: float) -> None:
+        self.by_kind[kind].append((max(0.0, wall_s), max(0.0, cpu_s)))
 
     def clear(self) -> None:
         for values in self.by_kind.values():
             values.clear()
 
-    def all(self) -> list[float]:
-        """Every kept figure, of every kind."""
+    def all(self) -> list[tuple[float, float]]:
+        """Every kept ``(wall, cpu)`` pair, of every kind."""
         return [s for values in self.by_kind.values() for s in values]
 
     def summary(self) -> dict[str, dict[str, float]]:
-        """Per kind with figures, and ``all``: ``requests``, ``median_ms``, ``p95_ms``."""
+        """Per kind with figures, and ``all``: ``requests``, ``median_ms`` and ``p95_ms``
+        (wall), ``cpu_median_ms`` and ``cpu_p95_ms``."""
         groups = {kind: list(values) for kind, values in self.by_kind.items() if values}
         groups["all"] = self.all()
-        return {
-            kind: {
-                "requests": len(values),
-                "median_ms": statistics.median(values) * 1000 if values else 0.0,
-                "p95_ms": percentile(values, 0.95) * 1000,
+        out = {}
+        for kind, pairs in groups.items():
+            wall = [w for w, _ in pairs]
+            cpu = [c for _, c in pairs]
+            out[kind] = {
+                "requests": len(pairs),
+                "median_ms": statistics.median(wall) * 1000 if wall else 0.0,
+                "p95_ms": percentile(wall, 0.95) * 1000,
+                "cpu_median_ms": statistics.median(cpu) * 1000 if cpu else 0.0,
+                "cpu_p95_ms": percentile(cpu, 0.95) * 1000,
             }
-            for kind, values in groups.items()
-        }
+        return out

@@ -63,7 +63,7 @@ async def _next(
 ) -> str | Completion:
     """The stream's next item, its wait counted as upstream time, failures typed."""
     name = getattr(state.engine, "name", type(state.engine).__name__)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.thread_time()
     try:
         item = await stream.__anext__()
     except StopAsyncIteration:
@@ -76,6 +76,7 @@ async def _next(
         raise EngineError(f"Engine {name!r} raised {type(exc).__name__}: {exc}") from exc
     finally:
         state.upstream_s += time.perf_counter() - started
+        state.upstream_cpu_s += time.thread_time() - cpu
     if not isinstance(item, str | Completion):
         raise EngineError(
             f"Engine {name!r} streamed a {type(item).__name__}; a stream yields str deltas "
@@ -97,15 +98,17 @@ async def _chunks(
         yield writer.delta({"role": "assistant", "content": ""})
         while not isinstance(item, Completion):
             if item:
-                own = time.perf_counter()
+                own, cpu = time.perf_counter(), time.thread_time()
                 chunk = writer.delta({"content": item})
                 state.proxy_s += time.perf_counter() - own
+                state.proxy_cpu_s += time.thread_time() - cpu
                 yield chunk
             item = await _next(state, stream)
-        own = time.perf_counter()
+        own, cpu = time.perf_counter(), time.thread_time()
         completion = state.took_turn(item, "call", began)
         end = list(writer.end(completion.finish_reason, usage_body(completion.usage)))
         state.proxy_s += time.perf_counter() - own
+        state.proxy_cpu_s += time.thread_time() - cpu
         for chunk in end:
             yield chunk
     except EngineError as exc:
