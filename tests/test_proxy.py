@@ -415,19 +415,24 @@ async def test_models_and_health_answer() -> None:
     assert health["status"] == "ok"
 
 
-async def test_an_upstream_that_is_down_is_a_502_naming_the_url_and_never_the_key() -> None:
+def refusing_upstream(refusal: str) -> Any:
+    """An HTTP upstream at 10.0.0.9 (key ``sk-upstream-key``) whose every connection fails."""
     from harness.engines.openai_http import OpenAIHTTPEngine
 
     def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused", request=request)
+        raise httpx.ConnectError(refusal, request=request)
 
-    upstream = OpenAIHTTPEngine(
+    return OpenAIHTTPEngine(
         "http://10.0.0.9:8000/v1",
         "m",
         api_key="sk-upstream-key",
         client=httpx.AsyncClient(transport=httpx.MockTransport(refuse)),
         max_retries=0,
     )
+
+
+async def test_an_upstream_that_is_down_is_a_502_naming_the_url_and_never_the_key() -> None:
+    upstream = refusing_upstream("connection refused")
     config = ProxyConfig(
         effects=EFFECTS,
         manifest=MANIFEST,
@@ -445,19 +450,9 @@ async def test_an_upstream_that_is_down_is_a_502_naming_the_url_and_never_the_ke
 async def test_the_upstreams_key_is_never_in_the_proxys_logs_or_ledger(tmp_path: Any) -> None:
     from structlog.testing import capture_logs
 
-    from harness.engines.openai_http import OpenAIHTTPEngine
     from harness.ledger import Ledger
 
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("refused by sk-upstream-key's host", request=request)
-
-    upstream = OpenAIHTTPEngine(
-        "http://10.0.0.9:8000/v1",
-        "m",
-        api_key="sk-upstream-key",
-        client=httpx.AsyncClient(transport=httpx.MockTransport(refuse)),
-        max_retries=0,
-    )
+    upstream = refusing_upstream("refused by sk-upstream-key's host")
     config = ProxyConfig(effects=EFFECTS, manifest=MANIFEST, secrets_to_hide=("sk-upstream-key",))
     ledger = Ledger(tmp_path / "ledger.jsonl")
     with capture_logs() as logs:

@@ -29,20 +29,26 @@ def _sdk(http: Any) -> Any:
     )
 
 
+async def _streamed_survey(http: Any, **extra: Any) -> list[Any]:
+    """Every chunk of the survey's first request, streamed through the SDK."""
+    stream = await _sdk(http).chat.completions.create(
+        model="m",
+        messages=opening(),
+        tools=TOOLS,
+        stream=True,
+        extra_body={"harness_inputs": {"keys": KEYS}},
+        **extra,
+    )
+    return [chunk async for chunk in stream]
+
+
 async def test_the_sdk_assembles_a_streamed_window_into_one_message_with_parallel_calls() -> None:
     async with in_process_client(make_app(ScriptedEngine(survey_script))) as http:
-        stream = await _sdk(http).chat.completions.create(
-            model="m",
-            messages=opening(),
-            tools=TOOLS,
-            stream=True,
-            stream_options={"include_usage": True},
-            extra_body={"harness_inputs": {"keys": KEYS}},
-        )
+        stream = await _streamed_survey(http, stream_options={"include_usage": True})
         calls: dict[int, dict[str, str]] = {}
         finish = None
         usage = None
-        async for chunk in stream:
+        for chunk in stream:
             usage = chunk.usage or usage
             for choice in chunk.choices:
                 finish = choice.finish_reason or finish
@@ -222,15 +228,7 @@ async def test_a_stream_broken_after_its_first_delta_ends_with_an_error_event() 
 
 async def test_a_streamed_pass_through_call_with_tools_arrives_whole() -> None:
     async with in_process_client(make_app(ScriptedEngine(survey_script))) as http:
-        stream = await _sdk(http).chat.completions.create(
-            model="m",
-            messages=opening(),
-            tools=TOOLS,
-            stream=True,
-            extra_headers={"X-Harness-Arm": "S"},
-            extra_body={"harness_inputs": {"keys": KEYS}},
-        )
-        chunks = [chunk async for chunk in stream]
+        chunks = await _streamed_survey(http, extra_headers={"X-Harness-Arm": "S"})
     deltas = [d for c in chunks if c.choices for d in c.choices[0].delta.tool_calls or ()]
     assert [d.id for d in deltas if d.id] == ["up_0"]  # one serial call, the upstream's id
     assert json.loads("".join(d.function.arguments or "" for d in deltas)) == {"key": "a"}
