@@ -178,8 +178,13 @@ def record_to_dict(record: Record) -> dict[str, Any]:
 class Ledger:
     """Collects records; logs each and optionally appends it to a JSONL file."""
 
-    def __init__(self, path: str | Path | None = None, *, log: bool = True) -> None:
+    def __init__(
+        self, path: str | Path | None = None, *, log: bool = True, keep: int | None = None
+    ) -> None:
+        """``keep``: hold at most about that many records in :attr:`records` (the newest;
+        a long-running server's ledger must not grow without end); ``None``: every one."""
         self.records: list[Record] = []
+        self._keep = keep
         self.path = Path(path) if path is not None else None
         self._log = log
         self._file: IO[str] | None = None
@@ -190,6 +195,8 @@ class Ledger:
         """Keep, log and write ``record`` (safe from a worker thread: a late outcome)."""
         with self._lock:
             self.records.append(record)
+            if self._keep is not None and len(self.records) > 2 * self._keep:
+                del self.records[: -self._keep]  # amortised: once every `keep` records
             if not self._log and self.path is None:
                 return  # kept only: no need to turn it into a dict
             data = record_to_dict(record)

@@ -44,3 +44,14 @@ def test_ending_a_torn_line_only_touches_files_that_need_it(tmp_path: Path) -> N
     with open_append(torn) as out:
         out.write('{"a": 2}\n')
     assert read_jsonl(torn) == ([{"a": 1}, {"a": 2}], 1)
+
+
+def test_a_ledger_told_to_keep_n_records_holds_the_newest_and_never_grows_past_twice_n() -> None:
+    from harness.ledger import Ledger, TurnRecord
+
+    ledger = Ledger(log=False, keep=10)
+    for turn in range(95):
+        ledger.emit(TurnRecord(run_id="r", turn=turn, arm="S", purpose="call", n_calls=0))
+        assert len(ledger.records) <= 20
+    assert ledger.records[-1].turn == 94
+    assert [r.turn for r in ledger.records] == list(range(95 - len(ledger.records), 95))

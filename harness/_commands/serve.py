@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model or "harness",
         upstream=label,
     )
-    ledger = Ledger(args.ledger, log=False) if args.ledger else None
+    ledger = Ledger(args.ledger, log=False, keep=10_000) if args.ledger else None
 
     def listening(url: str) -> None:
         print(json.dumps({"url": url, "pid": os.getpid(), "upstream": label}), flush=True)

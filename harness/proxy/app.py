@@ -83,6 +83,8 @@ __all__ = ("ProxyConfig", "ProxyService", "Served", "build_app")
 
 #: Distinct tool lists whose toolsets are kept built.
 _TOOLSETS_KEPT = 64
+#: Ledger records a proxy holds in memory (the newest; ``--ledger FILE`` writes them all).
+_RECORDS_KEPT = 10_000
 
 
 @dataclass
@@ -135,7 +137,7 @@ class ProxyService:
     def __init__(self, engine: Engine, config: ProxyConfig, ledger: Ledger | None = None) -> None:
         self.engine = engine
         self.config = config
-        self.ledger = ledger or Ledger(log=False)
+        self.ledger = ledger or Ledger(log=False, keep=_RECORDS_KEPT)
         self.ids = CallIds(config.secret)
         self.store = WindowStore(config.store_capacity)
         self.detector = make_detector(config.detector, max_window=config.max_window)
