@@ -149,16 +149,22 @@ QUICK_MODEL_TASKS: tuple[str, ...] = ("fan_out-06",)
 QUICK_ARMS: tuple[str, ...] = ("S", "F", "P")
 
 
-def quick_description(plan: BenchPlan) -> str:
-    """What ``--quick`` compares, said before it starts."""
+def quick_description(plan: BenchPlan, *, distributed: bool = False) -> str:
+    """What ``--quick`` compares, said before it starts (``distributed``: the jobs run on Ray
+    workers, each with its own engine)."""
     arms = [a for a in QUICK_ARMS if a in plan.arms]
+    sharing = (
+        f"Up to {plan.concurrency} loops share each Ray worker's engine."
+        if distributed
+        else f"{plan.concurrency} loops share one engine."
+    )
     return (
         f"Quick comparison: arms {' vs '.join(arms)} on the n = 6 fan-out tasks "
         f"{', '.join(QUICK_GOLD_TASKS)} under the gold policy (decoding forced to the gold calls: "
         "same tokens in every arm, so any wall-time difference is the harness's), and the same "
         f"arms on {', '.join(QUICK_MODEL_TASKS)} under the model policy (the 135M model chooses; "
         "when it cannot solve the task that is a measurement, not a harness failure). "
-        f"{plan.concurrency} loops share one engine. Skipped here: the phase-heuristic control, "
+        f"{sharing} Skipped here: the phase-heuristic control, "
         "BFCL (R4), chain and mixed tasks: `harness bench` runs the whole protocol."
     )
 
@@ -454,7 +460,7 @@ async def _run_locked(
     manifest = load_workspace_manifest()
     progress = Progress(len(todo), "jobs", failed_label="harness failure(s)")
     if plan.quick and not plan.task_ids:
-        print(quick_description(plan))
+        print(quick_description(plan, distributed=executor is not None))
     if jobs:
         print(
             f"resuming: {len(done)} job(s) already in {results_path}, {len(todo)} to run"

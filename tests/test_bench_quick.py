@@ -41,6 +41,9 @@ def test_the_quick_plan_says_what_it_compares_and_what_it_skips() -> None:
     assert "gold policy" in text
     assert "model policy" in text
     assert "BFCL" in text
+    assert "share one engine" in text
+    ray = quick_description(BenchPlan(out=Path("q"), quick=True), distributed=True)
+    assert "each Ray worker's engine" in ray
 
 
 def _job(policy: str, success: bool, error: str | None = None) -> dict[str, Any]:

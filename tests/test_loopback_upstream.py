@@ -93,3 +93,13 @@ async def test_a_killed_upstreams_loops_move_to_the_survivor_and_finish() -> Non
             assert after[1] == first[1] + 8
             assert engine.router.replicas[0].failures >= 1
             assert engine.router.moves == first[0]
+
+
+async def test_one_upstream_is_measured_without_a_router_as_the_single_engine_baseline() -> None:
+    with start_upstreams(1, FAST) as upstreams:
+        measured = await measure(
+            upstreams.urls, loops=3, policy="affine", arm="S", tasks=1, shape=SHAPE, stagger_s=0.0
+        )
+    assert measured.moves == 0
+    assert measured.served == [3 * len(task_turns(SHAPE, "S"))]
+    assert measured.upstream_hit_rate == pytest.approx(measured.all_turns_hit_rate, abs=1e-9)

@@ -86,14 +86,15 @@ async def test_sixteen_concurrent_sdk_loops_through_one_proxy_each_end_with_the_
 
 
 @pytest.mark.engine
-async def test_on_the_embedded_engine_an_sdk_loop_through_the_in_process_proxy_matches_S() -> None:
-    from harness.engines.vllm import open_default_engine
-
-    async with open_default_engine() as engine:
-        await _compare(engine, [2, 6], latency=0.05)
+@pytest.mark.timeout(900)
+async def test_on_the_embedded_engine_an_sdk_loop_through_the_in_process_proxy_matches_S(
+    real_engine: Any,
+) -> None:
+    await _compare(real_engine, [2, 6], latency=0.05)
 
 
 @pytest.mark.engine
+@pytest.mark.timeout(900)
 async def test_on_the_embedded_engine_an_sdk_loop_through_a_served_proxy_matches_S() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [
