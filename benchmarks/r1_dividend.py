@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -255,4 +254,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.benchmarks._entry import run_main
+
+    run_main(main)

@@ -339,4 +339,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from harness.benchmarks._entry import run_main
+
+    run_main(main)
