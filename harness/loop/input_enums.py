@@ -9,6 +9,20 @@ model still decides which value, in which order, and when to stop. The specs are
 every arm (S, F, P, P+V), so the comparison stays fair; the tools block of the prompt shows the
 enum too.
 
+:func:`skill_specs` is the other manifest-guided lever (``LoopConfig.skill_tools``): only the
+tools the skill's phases name are offered, so neither the prompt's tools block nor the reply
+grammar holds a tool the skill never uses. Both are fixed for the whole run (the prompt prefix
+stays the same turn after turn) and the same for every arm.
+
+:func:`open_slot_specs` narrows the grammar further, turn by turn (``LoopConfig.open_slots``):
+a fan-out phase fills each of its input slots once, so an enum argument may only take the
+values no earlier call of its tool used (while any remain; when none do, the whole enum again,
+so the model still decides when to stop). Only the reply grammar narrows
+(``GenerationSettings.grammar_tools``); the prompt keeps the full enum, so its prefix is
+stable. The calls counted are the ones emitted into the context, withheld results included,
+so every arm narrows alike; inside one parallel message duplicates are not excluded (that is
+the P+V validator's job).
+
 Values of ``input:FIELD``: the field itself when it is a scalar; its items when it is a list;
 for a list of records (``[{"key": …, "field": …}]``) the record's value under the argument's
 own name. Only values of the argument's declared JSON type are kept; an argument with no such
@@ -19,13 +33,14 @@ as it is.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.engines.base import ToolSpec
+from harness.engines.base import ToolCall, ToolSpec
 from harness.manifest import ArgSource, Skill
 
-__all__ = ("input_enum_specs", "input_values")
+__all__ = ("input_enum_specs", "input_values", "open_slot_specs", "skill_specs")
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -48,6 +63,14 @@ def input_values(source: ArgSource, argument: str, inputs: Mapping[str, Any]) ->
             if picked is not None and not isinstance(picked, Mapping | list | tuple):
                 out.append(picked)
     return list(dict.fromkeys(out))
+
+
+def skill_specs(specs: Sequence[ToolSpec], skill: Skill) -> list[ToolSpec]:
+    """The specs of the tools ``skill``'s phases name, in the toolset's order; all of ``specs``
+    when the skill names none of them (a skill with no phases narrows nothing)."""
+    named = {tool for phase in skill.phases for tool in phase.tools}
+    kept = [s for s in specs if str(s.get("function", s).get("name")) in named]
+    return kept or list(specs)
 
 
 def input_enum_specs(
@@ -85,3 +108,41 @@ def input_enum_specs(
                 schema["enum"] = typed
         out.append(narrowed)
     return out
+
+
+def open_slot_specs(specs: Sequence[ToolSpec], calls: Sequence[ToolCall]) -> list[ToolSpec] | None:
+    """``specs`` with each enum narrowed to the values ``calls`` (emitted so far) did not use
+    for that tool's argument, where some remain; ``None`` when nothing narrows."""
+    used: dict[tuple[str, str], set[str]] = {}
+    for call in calls:
+        for argument, value in (call.args.value or {}).items():
+            used.setdefault((call.name, argument), set()).add(_key(value))
+    out: list[ToolSpec] = []
+    narrowed_any = False
+    for spec in specs:
+        function = spec.get("function", spec)
+        name = str(function.get("name"))
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        taken = {a: used[(name, a)] for a in properties if (name, a) in used}
+        open_values = {
+            a: [v for v in properties[a]["enum"] if _key(v) not in taken[a]]
+            for a in taken
+            if isinstance(properties[a], dict) and isinstance(properties[a].get("enum"), list)
+        }
+        changes = {
+            a: vs for a, vs in open_values.items() if vs and len(vs) < len(properties[a]["enum"])
+        }
+        if not changes:
+            out.append(spec)
+            continue
+        narrowed = copy.deepcopy(dict(spec))
+        props = narrowed.get("function", narrowed)["parameters"]["properties"]
+        for argument, values in changes.items():
+            props[argument]["enum"] = values
+        out.append(narrowed)
+        narrowed_any = True
+    return out if narrowed_any else None
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
