@@ -139,7 +139,7 @@ def test_the_levers_narrow_the_prompt_and_the_grammar_identically_for_every_arm(
         ]
 
 
-def test_open_slots_fall_back_to_the_whole_enum_once_every_value_was_used() -> None:
+def test_open_slots_keep_a_shared_value_and_close_a_tool_once_every_slot_is_filled() -> None:
     wt = task_by_id(FAMILY, "easy_fan_out-09")  # easy_status, 2 keys
     toolset, _ = wt.toolset()
     config = LoopConfig(open_slots=True, skill_tools=True)
@@ -159,8 +159,10 @@ def test_open_slots_fall_back_to_the_whole_enum_once_every_value_was_used() -> N
     assert one is not None
     assert _enum(one[0], "key") == [wt.task.inputs["keys"][1]]
     assert _enum(one[0], "status") == [status]  # one value, always open
-    assert open_slot_specs(specs, calls) is None  # all used: the grammar is the prompt's again
+    assert open_slot_specs(specs, calls) == []  # every slot filled: only the answer remains
     assert open_slot_specs(specs, []) is None
+    again = [*calls[:1], calls[0]]  # a repeated call fills no new slot
+    assert open_slot_specs(specs, again) == one
 
 
 def test_the_levers_are_part_of_the_bench_plan_and_old_plans_keep_their_fingerprint(

@@ -108,11 +108,13 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([_summary(t) for t in tasks], indent=1))
         return 0
-    print(f"{'id':<15} {'kind':<12} {'skill':<15} {'windows':<10} {'calls':>5} {'steps':>5}")
+    iw = max([11, *(len(t.id) for t in tasks)])
+    kw = max([8, *(len(t.kind) for t in tasks)])
+    print(f"{'id':<{iw}} {'kind':<{kw}} {'skill':<15} {'windows':<10} {'calls':>5} {'steps':>5}")
     for t in tasks:
         windows = ",".join(str(n) for n in t.windows) or "-"
         print(
-            f"{t.id:<15} {t.kind:<12} {t.skill:<15} {windows:<10} "
+            f"{t.id:<{iw}} {t.kind:<{kw}} {t.skill:<15} {windows:<10} "
             f"{len(t.task.gold_calls):>5} {len(t.task.gold_steps):>5}"
         )
     windows_total = sum(len(t.windows) for t in tasks)

@@ -16,12 +16,15 @@ stays the same turn after turn) and the same for every arm.
 
 :func:`open_slot_specs` narrows the grammar further, turn by turn (``LoopConfig.open_slots``):
 a fan-out phase fills each of its input slots once, so an enum argument may only take the
-values no earlier call of its tool used (while any remain; when none do, the whole enum again,
-so the model still decides when to stop). Only the reply grammar narrows
-(``GenerationSettings.grammar_tools``); the prompt keeps the full enum, so its prefix is
-stable. The calls counted are the ones emitted into the context, withheld results included,
-so every arm narrows alike; inside one parallel message duplicates are not excluded (that is
-the P+V validator's job).
+values no earlier call of its tool used (an argument whose every value was used, such as a
+tag every call shares, keeps them all), and a tool every combination of whose enum values was
+called is *closed*: the grammar leaves it out, and when every tool of the run is closed only
+the final answer remains. Only the reply grammar narrows (``GenerationSettings.grammar_tools``);
+the prompt keeps the full enums, so its prefix is stable. The calls counted are the ones
+emitted into the context, withheld results included, so every arm narrows alike; inside one
+parallel message duplicates are not excluded (that is the P+V validator's job). What the model
+still decides: whether to call at all, which open value when several enum arguments remain
+free, and its answer.
 
 Values of ``input:FIELD``: the field itself when it is a scalar; its items when it is a list;
 for a list of records (``[{"key": …, "field": …}]``) the record's value under the argument's
@@ -111,37 +114,58 @@ def input_enum_specs(
 
 
 def open_slot_specs(specs: Sequence[ToolSpec], calls: Sequence[ToolCall]) -> list[ToolSpec] | None:
-    """``specs`` with each enum narrowed to the values ``calls`` (emitted so far) did not use
-    for that tool's argument, where some remain; ``None`` when nothing narrows."""
+    """``specs`` narrowed to the open slots, given the ``calls`` emitted so far (module
+    docstring); ``None`` when nothing narrows. A tool every combination of whose enum values
+    was called is closed (left out); when every tool is, only the answer remains."""
     used: dict[tuple[str, str], set[str]] = {}
+    combos: dict[str, list[dict[str, Any]]] = {}
     for call in calls:
-        for argument, value in (call.args.value or {}).items():
+        arguments = dict(call.args.value or {})
+        combos.setdefault(call.name, []).append(arguments)
+        for argument, value in arguments.items():
             used.setdefault((call.name, argument), set()).add(_key(value))
     out: list[ToolSpec] = []
-    narrowed_any = False
+    changed = False
     for spec in specs:
         function = spec.get("function", spec)
         name = str(function.get("name"))
         properties = (function.get("parameters") or {}).get("properties") or {}
-        taken = {a: used[(name, a)] for a in properties if (name, a) in used}
-        open_values = {
-            a: [v for v in properties[a]["enum"] if _key(v) not in taken[a]]
-            for a in taken
-            if isinstance(properties[a], dict) and isinstance(properties[a].get("enum"), list)
+        enums = {
+            a: [_key(v) for v in p["enum"]]
+            for a, p in properties.items()
+            if isinstance(p, dict) and isinstance(p.get("enum"), list)
         }
-        changes = {
-            a: vs for a, vs in open_values.items() if vs and len(vs) < len(properties[a]["enum"])
+        if enums and _all_called(enums, combos.get(name, [])):
+            changed = True  # closed: every slot of this tool is filled
+            continue
+        narrowing = {
+            a: [v for v in properties[a]["enum"] if _key(v) not in used.get((name, a), set())]
+            for a in enums
         }
-        if not changes:
+        narrowing = {a: vs for a, vs in narrowing.items() if 0 < len(vs) < len(enums[a])}
+        if not narrowing:
             out.append(spec)
             continue
         narrowed = copy.deepcopy(dict(spec))
         props = narrowed.get("function", narrowed)["parameters"]["properties"]
-        for argument, values in changes.items():
+        for argument, values in narrowing.items():
             props[argument]["enum"] = values
         out.append(narrowed)
-        narrowed_any = True
-    return out if narrowed_any else None
+        changed = True
+    return out if changed else None
+
+
+def _all_called(enums: Mapping[str, Sequence[str]], calls: Sequence[Mapping[str, Any]]) -> bool:
+    """Every combination of the enum arguments' values was called."""
+    needed = 1
+    for values in enums.values():
+        needed *= len(set(values))
+    seen = {
+        tuple(_key(c.get(a)) for a in enums)
+        for c in calls
+        if all(_key(c.get(a)) in enums[a] for a in enums)
+    }
+    return len(seen) >= needed
 
 
 def _key(value: Any) -> str:
