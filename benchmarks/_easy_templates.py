@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from harness.benchmarks._templates import NEW_TAGS, NOTE_TEXTS, Built, Template
+from harness.benchmarks._templates import NEW_TAGS, NOTE_TEXTS, Built, Template, edited
 from harness.task import GoldCall
 from harness.toolsets.workspace import STATUSES, WorkspaceState
 
@@ -76,9 +76,7 @@ def easy_tag(state: WorkspaceState, rng: random.Random, params: Sequence[int]) -
     (n,) = params
     tag = rng.choice(NEW_TAGS)
     keys = rng.sample([k for k in state if tag not in state.get(k).tags], n)
-    final = state.copy()
-    for key in keys:
-        final.update(key, tags=tuple(sorted({*final.get(key).tags, tag})))
+    final = edited(state, keys, lambda d: {"tags": tuple(sorted({*d.tags, tag}))})
     return _done("tag", "add_tag", f"Add the tag '{tag}' to", keys, {"tag": tag}, final)
 
 
@@ -89,9 +87,7 @@ def easy_status(state: WorkspaceState, rng: random.Random, params: Sequence[int]
     if len(candidates) < n:
         return None
     keys = rng.sample(candidates, n)
-    final = state.copy()
-    for key in keys:
-        final.update(key, status=status)
+    final = edited(state, keys, lambda d: {"status": status})
     what = f"Set the status to '{status}' for"
     return _done("update", "set_status", what, keys, {"status": status}, final)
 
@@ -100,9 +96,7 @@ def easy_note(state: WorkspaceState, rng: random.Random, params: Sequence[int]) 
     (n,) = params
     text = rng.choice(NOTE_TEXTS)
     keys = rng.sample(state.keys(), n)
-    final = state.copy()
-    for key in keys:
-        final.update(key, notes=(*final.get(key).notes, text))
+    final = edited(state, keys, lambda d: {"notes": (*d.notes, text)})
     what = f"Append the note '{text}' to"
     return _done("annotate", "append_note", what, keys, {"text": text}, final)
 
