@@ -51,7 +51,8 @@ def family_accuracy(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, dict[s
             for arm, row in rows.items():
                 if s is not None and arm != "S":
                     gap, low, high = gap_pp((s["solved"], s["n"]), (row["solved"], row["n"]))
-                    row["minus_S_pp"], row["minus_S_ci_pp"] = -gap, [-high, -low]
+                    row["minus_S_pp"] = 0.0 - gap  # never -0.0
+                    row["minus_S_ci_pp"] = [0.0 - high, 0.0 - low]
             if rows:
                 out.setdefault(kind, {})[policy] = rows
     return out
