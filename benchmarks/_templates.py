@@ -22,8 +22,9 @@ from typing import Any
 
 from harness.task import GoldCall
 from harness.toolsets.workspace import OWNERS, STATUSES, WorkspaceState
+from harness.toolsets.workspace.store import Document
 
-__all__ = ("TEMPLATES", "Built", "Template")
+__all__ = ("TEMPLATES", "Built", "Template", "edited")
 
 NEW_TAGS = ("urgent", "audit", "customer", "q3", "board")
 NOTE_TEXTS = (
@@ -59,6 +60,17 @@ class Built:
 
 
 Template = Callable[[WorkspaceState, random.Random, Sequence[int]], Built | None]
+
+
+def edited(
+    state: WorkspaceState, keys: Sequence[str], edit: Callable[[Document], dict[str, Any]]
+) -> WorkspaceState:
+    """A copy of ``state`` with the fields ``edit(document)`` gives set on each of ``keys``:
+    the expected store, edited directly (not through the tools)."""
+    final = state.copy()
+    for key in keys:
+        final.update(key, **edit(final.get(key)))
+    return final
 
 
 def _and(items: Sequence[str]) -> str:
@@ -125,9 +137,7 @@ def set_status_all(
     if len(candidates) < n:
         return None
     keys = rng.sample(candidates, n)
-    final = state.copy()
-    for key in keys:
-        final.update(key, status=status)
+    final = edited(state, keys, lambda d: {"status": status})
     return Built(
         prompt=(
             f"Set the status of each of these {n} documents to '{status}' with set_status: "
@@ -146,9 +156,7 @@ def tag_all(state: WorkspaceState, rng: random.Random, params: Sequence[int]) ->
     (n,) = params
     tag = rng.choice(NEW_TAGS)
     keys = rng.sample(state.keys(), n)
-    final = state.copy()
-    for key in keys:
-        final.update(key, tags=tuple(sorted({*final.get(key).tags, tag})))
+    final = edited(state, keys, lambda d: {"tags": tuple(sorted({*d.tags, tag}))})
     return Built(
         prompt=(
             f"Add the tag '{tag}' to each of these {n} documents with add_tag: {_and(keys)}. "
@@ -167,9 +175,7 @@ def annotate_each(state: WorkspaceState, rng: random.Random, params: Sequence[in
     (n,) = params
     text = rng.choice(NOTE_TEXTS)
     keys = rng.sample(state.keys(), n)
-    final = state.copy()
-    for key in keys:
-        final.update(key, notes=(*final.get(key).notes, text))
+    final = edited(state, keys, lambda d: {"notes": (*d.notes, text)})
     return Built(
         prompt=(
             f"Append the note '{text}' to each of these {n} documents with append_note: "

@@ -49,7 +49,7 @@ from harness.benchmarks.bfcl import (
 from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id, run_job
 from harness.benchmarks.outcomes import outcome, outcome_line
 from harness.benchmarks.segments import record_segment
-from harness.benchmarks.tasks import WorkloadTask, generate_tasks
+from harness.benchmarks.tasks import WorkloadTask, generate_tasks, workload_tasks
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import CallRecord, Ledger, record_to_dict
@@ -66,10 +66,15 @@ __all__ = (
     "plan_jobs",
     "rerun_on_resume",
     "run_bench",
+    "select_tasks",
 )
 
 #: Plan fields that do not change what a job measures, so they may differ on resume.
 _NOT_IN_FINGERPRINT = frozenset({"out", "declared_gap_pp", "command", "notes"})
+#: Plan fields added after plans were first recorded, with their defaults: at its default such
+#: a field is left out of the settings, so a plan recorded before it existed keeps its
+#: fingerprint (and its run can still be resumed); set, it is in the plan like any other.
+_LATER_FIELDS: dict[str, object] = {"input_enums": False, "skill_tools": False, "open_slots": False}
 #: Job errors from the engine (an outage, a dead worker): a resume runs those jobs again.
 _ENGINE_ERRORS = frozenset({"EngineError", "EngineDeadError", "EngineRequestError"})
 
@@ -100,6 +105,10 @@ class BenchPlan:
     latency_sigma_s: float = 0.0
     max_tokens: int = 160
     task_ids: tuple[str, ...] = ()
+    #: The manifest-guided levers (:mod:`harness.loop.input_enums`), the same for every job.
+    input_enums: bool = False
+    skill_tools: bool = False
+    open_slots: bool = False
     declared_gap_pp: float = 2.8
     engine_label: str = "vllm"
     model: str | None = None
@@ -120,11 +129,13 @@ class BenchPlan:
 
     def settings(self) -> dict[str, Any]:
         """Every field that changes what a job measures (all but the output directory, the
-        declared gap of the report and notes), as JSON data."""
+        declared gap of the report and notes; a later field only when set), as JSON data."""
         out = {}
         for f in fields(self):
             if f.name not in _NOT_IN_FINGERPRINT:
                 value = getattr(self, f.name)
+                if f.name in _LATER_FIELDS and value == _LATER_FIELDS[f.name]:
+                    continue
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
 
@@ -138,6 +149,7 @@ def _spec(plan: BenchPlan, label: str, policy: str, detector: str = "schema_soun
     return JobSpec.from_label(
         label, policy=policy, detector=detector, latency_s=plan.latency_s,
         latency_sigma_s=plan.latency_sigma_s, max_tokens=plan.max_tokens, latency_seed=plan.seed,
+        input_enums=plan.input_enums, skill_tools=plan.skill_tools, open_slots=plan.open_slots,
     )  # fmt: skip
 
 
@@ -195,11 +207,7 @@ def plan_jobs(plan: BenchPlan) -> list[PlannedJob]:
     """Every job of the plan, task by task (the arms of one task side by side)."""
     tasks = generate_tasks(plan.seed)
     if plan.task_ids:
-        by_id = {t.id: t for t in tasks}
-        missing = [i for i in plan.task_ids if i not in by_id]
-        if missing:
-            raise ConfigError(f"Unknown task id(s) {missing}; see `harness tasks list`.")
-        tasks = [by_id[i] for i in plan.task_ids]
+        tasks = select_tasks(workload_tasks(plan.seed), plan.task_ids)
     elif plan.quick:
         return _quick_jobs(plan, tasks)
     jobs: list[PlannedJob] = []
@@ -230,6 +238,23 @@ def plan_jobs(plan: BenchPlan) -> list[PlannedJob]:
                 spec = _spec(plan, label, "model")
                 jobs.append(PlannedJob(f"bfcl-{entry.id}|{label}|model", None, entry, spec))
     return jobs
+
+
+def select_tasks(tasks: Sequence[WorkloadTask], names: Sequence[str]) -> list[WorkloadTask]:
+    """The tasks ``names`` picks, in order: a task id, or a kind (``fan_out``, ...,
+    ``easy_fan_out``) for all of its tasks."""
+    by_id = {t.id: t for t in tasks}
+    kinds = {t.kind for t in tasks}
+    missing = [n for n in names if n not in by_id and n not in kinds]
+    if missing:
+        raise ConfigError(
+            f"Unknown task id(s) {missing}; give task ids (see `harness tasks list`) or a kind "
+            f"for all of its tasks ({', '.join(sorted(kinds))})."
+        )
+    picked: list[str] = []
+    for name in names:
+        picked += [name] if name in by_id else [t.id for t in tasks if t.kind == name]
+    return [by_id[i] for i in dict.fromkeys(picked)]
 
 
 async def run_planned(
@@ -382,7 +407,12 @@ def check_plan(out: Path, settings: dict[str, Any], fingerprint: str, has_result
         if theirs.get("fingerprint") == mine["fingerprint"]:
             return
         old = theirs.get("settings", {})
-        changed = [f"{k} {old.get(k)!r} -> {v!r}" for k, v in settings.items() if old.get(k) != v]
+        names = [*settings, *(k for k in old if k not in settings)]  # a lever set only there too
+        changed = [
+            f"{k} {old.get(k)!r} -> {settings.get(k)!r}"
+            for k in names
+            if old.get(k) != settings.get(k)
+        ]
         raise ConfigError(
             f"{out} holds results of another plan (changed: {'; '.join(changed) or 'unknown'})"
             "; results of two plans must not mix in one report. Use another --out, or delete "

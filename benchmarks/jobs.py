@@ -33,7 +33,9 @@ __all__ = ("JobSpec", "error_kinds", "errored_summary", "job_id", "run_job")
 @dataclass(frozen=True)
 class JobSpec:
     """What to run: an arm (``S``, ``F``, ``P``, ``P+V``), eager dispatch and speculation (F
-    only), a policy, a detector, the injected tool latency and the generation budget."""
+    only), a policy, a detector, the injected tool latency, the generation budget and the
+    manifest-guided levers (``input_enums``, ``skill_tools``, ``open_slots``: the same for every arm; see
+    :mod:`harness.loop.input_enums`)."""
 
     arm: Arm
     policy: Policy = "gold"
@@ -44,6 +46,9 @@ class JobSpec:
     latency_sigma_s: float = 0.0
     max_tokens: int = 160
     latency_seed: int = 0
+    input_enums: bool = False
+    skill_tools: bool = False
+    open_slots: bool = False
 
     @classmethod
     def from_label(cls, label: str, **fields: Any) -> JobSpec:
@@ -56,13 +61,17 @@ class JobSpec:
         return cls(arm=arm, eager=label == "F+eager" or spec, speculate=spec, **fields)  # type: ignore[arg-type]
 
     def loop_config(self) -> LoopConfig:
-        """The loop's configuration for this job: arm, policy, detector, budget, eager, speculate."""
+        """The loop's configuration for this job: arm, policy, detector, budget, eager,
+        speculate and the manifest-guided levers."""
         return LoopConfig(
             arm=self.arm,
             policy=self.policy,
             detector=self.detector,
             generation=GenerationSettings(max_tokens=self.max_tokens),
             flatten=FlattenSettings(eager=self.eager, speculate=self.speculate),
+            input_enums=self.input_enums,
+            skill_tools=self.skill_tools,
+            open_slots=self.open_slots,
         )
 
     @property

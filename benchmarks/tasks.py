@@ -7,6 +7,13 @@ may certify: the null arm) and 16 **mixed** tasks (``triage``, ``trace_and_mark`
 ``review_notes``, ``handover``: fan-out phases, chains, disjoint writes and conflicting ones).
 Same seed, same tasks, byte for byte (:func:`tasks_to_json`).
 
+Beside the paper's 48, :func:`generate_family` builds a **task family** (:data:`FAMILIES`):
+``easy_fan_out`` (:mod:`harness.benchmarks._easy_templates`) is 16 small fan-out tasks, one
+window of n = 2-4 calls each, that a 135M model can solve under the model policy. Its ids
+(``easy_fan_out-00`` .. ``-15``), store seeds and skills are its own, so the 48 tasks do not
+change; :func:`workload_tasks` is the 48 and every family, which ``harness run --task`` and
+``harness bench --tasks`` pick from.
+
 Each :class:`WorkloadTask` bundles a :class:`harness.task.Task` (prompt, system, skill,
 inputs, gold steps = certified windows and single calls, gold answer), the seed that rebuilds
 its initial store (:meth:`WorkloadTask.initial_state`), the manifest skill, the expected
@@ -42,6 +49,7 @@ from typing import Any, Final, Literal, get_args
 
 import jsonschema
 
+from harness.benchmarks._easy_templates import EASY_SYSTEM_PROMPT, EASY_TEMPLATES
 from harness.benchmarks._templates import SYSTEM_PROMPT, TEMPLATES
 from harness.conflicts import contains
 from harness.engines.base import ToolCall
@@ -51,6 +59,8 @@ from harness.tools import Toolset
 from harness.toolsets.workspace import Latency, WorkspaceState, fingerprint, make_toolset, new_state
 
 __all__ = (
+    "ALL_KINDS",
+    "FAMILIES",
     "KINDS",
     "STATE_SIZE",
     "SYSTEM_PROMPT",
@@ -58,16 +68,22 @@ __all__ = (
     "Kind",
     "TaskFileError",
     "WorkloadTask",
+    "generate_family",
     "generate_tasks",
     "load_tasks",
     "save_tasks",
     "task_by_id",
     "tasks_from_json",
     "tasks_to_json",
+    "workload_tasks",
 )
 
-Kind = Literal["fan_out", "chain", "mixed"]
-KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
+Kind = Literal["fan_out", "chain", "mixed", "easy_fan_out"]
+#: The kinds of the paper's 48 tasks (:func:`generate_tasks`).
+KINDS: Final[tuple[Kind, ...]] = ("fan_out", "chain", "mixed")
+#: Task families beside the 48 (:func:`generate_family`).
+FAMILIES: Final[tuple[Kind, ...]] = ("easy_fan_out",)
+ALL_KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
 STATE_SIZE: Final = 24
 TASKS_PER_KIND: Final = 16
 _ATTEMPTS: Final = 100
@@ -92,6 +108,11 @@ _MIXED: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("review_notes", (5, 3)),
     ("handover", (3, 4)),
 )
+#: easy_fan_out: the four templates in turn, window sizes 2, 3, 4 in turn.
+_EASY_TEMPLATES = ("easy_tag", "easy_status", "easy_read", "easy_note")
+_EASY_SIZES = (2, 3, 4)
+_ALL_TEMPLATES = {**TEMPLATES, **EASY_TEMPLATES}
+_SYSTEM = {"easy_fan_out": EASY_SYSTEM_PROMPT}
 
 
 class TaskFileError(ConfigError):
@@ -319,7 +340,7 @@ def _build(
         state_seed = seed * 10_000 + index * _ATTEMPTS + attempt
         state = new_state(state_seed, size=STATE_SIZE)
         rng = random.Random(f"task:{seed}:{index}:{attempt}")
-        built = TEMPLATES[template](state, rng, params)
+        built = _ALL_TEMPLATES[template](state, rng, params)
         if built is not None:
             break
     else:  # pragma: no cover - every template fits a 24-document store within a few tries
@@ -329,7 +350,7 @@ def _build(
     task = Task(
         id=f"{kind}-{number:02d}",
         prompt=built.prompt,
-        system=SYSTEM_PROMPT,
+        system=_SYSTEM.get(kind, SYSTEM_PROMPT),
         skill=template,
         inputs=built.inputs,
         gold_steps=steps,
@@ -357,12 +378,38 @@ def _build(
 
 def generate_tasks(seed: int = 0) -> list[WorkloadTask]:
     """The 48 workload tasks for ``seed`` (16 fan-out, 16 chain, 16 mixed, in that order)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"The task seed must be a non-negative integer, got {seed!r}.")
+    _check_seed(seed)
     return [
         _build(seed, index, kind, template, params)
         for index, (kind, template, params) in enumerate(_specs())
     ]
+
+
+def _check_seed(seed: object) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"The task seed must be a non-negative integer, got {seed!r}.")
+
+
+def _family_specs(family: Kind) -> list[tuple[Kind, str, tuple[int, ...]]]:
+    if family != "easy_fan_out":
+        raise ConfigError(f"Unknown task family {family!r}; the families are {list(FAMILIES)}.")
+    return [(family, _EASY_TEMPLATES[i % 4], (_EASY_SIZES[i % 3],)) for i in range(TASKS_PER_KIND)]
+
+
+def generate_family(family: Kind, seed: int = 0) -> list[WorkloadTask]:
+    """The 16 tasks of ``family`` (:data:`FAMILIES`) for ``seed``; their store seeds follow
+    the 48 tasks', so no family task shares a store seed with one of them."""
+    _check_seed(seed)
+    offset = len(_specs())
+    return [
+        _build(seed, offset + i, kind, template, params)
+        for i, (kind, template, params) in enumerate(_family_specs(family))
+    ]
+
+
+def workload_tasks(seed: int = 0) -> list[WorkloadTask]:
+    """The 48 tasks of :func:`generate_tasks` and then every family's (:data:`FAMILIES`)."""
+    return generate_tasks(seed) + [t for f in FAMILIES for t in generate_family(f, seed)]
 
 
 def task_by_id(tasks: Sequence[WorkloadTask], task_id: str) -> WorkloadTask:
@@ -373,7 +420,8 @@ def task_by_id(tasks: Sequence[WorkloadTask], task_id: str) -> WorkloadTask:
     ids = [t.id for t in tasks]
     raise ConfigError(
         f"No task {task_id!r}; ids run {ids[0]} .. {ids[-1]} per kind "
-        f"(e.g. fan_out-03, chain-00, mixed-15). Run `harness tasks list` to see them all."
+        f"(e.g. fan_out-03, chain-00, mixed-15, easy_fan_out-02). Run `harness tasks list` to "
+        "see them all."
     )
 
 
@@ -467,8 +515,8 @@ _ENTRY_SCHEMA: dict[str, Any] = {
     ],
     "properties": {
         "id": {"type": "string", "minLength": 1},
-        "kind": {"enum": list(KINDS)},
-        "template": {"enum": sorted(TEMPLATES)},
+        "kind": {"enum": list(ALL_KINDS)},
+        "template": {"enum": sorted(_ALL_TEMPLATES)},
         "skill": {"type": "string", "minLength": 1},
         "system": {"type": ["string", "null"]},
         "prompt": {"type": "string", "minLength": 1},

@@ -13,6 +13,7 @@ import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
 from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
+from harness._commands._guide_args import add_guide_arguments, guides
 from harness._commands._ray_args import add_ray_arguments, check_ray_arguments, open_ray_pool
 from harness._commands._signals import until_signalled
 from harness.errors import ConfigError
@@ -51,6 +52,8 @@ examples:
   harness bench --tasks fan_out-10 chain-01 --arms S F --policy gold
   harness bench --policy gold oracle --arms S F  # R3 where it can fail: the oracle under false fills
   harness bench --report-only runs/full          # recompute the report from results.jsonl
+  harness bench --tasks easy_fan_out --policy model --arms S F P P+V --no-heuristic --bfcl 0 0 \
+      --skill-tools --open-slots                 # the family the 135M model can solve
   harness bench --quick --ray auto --ray-workers 2   # the jobs on a local Ray cluster, same report
   harness frontier --params runs/full/regime.json --n 2 6 10   # the closed form at the measured regime
 """
@@ -106,7 +109,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="arms run under the model policy (default: all); BFCL parallel entries always run under P",
     )
     parser.add_argument(
-        "--tasks", nargs="+", default=None, metavar="ID", help="only these task ids"
+        "--tasks",
+        nargs="+",
+        default=None,
+        metavar="ID",
+        help="only these task ids, or a kind for all of its tasks (e.g. easy_fan_out, the "
+        "family a 135M model can solve)",
     )
     parser.add_argument(
         "--no-heuristic", action="store_true", help="skip the phase-heuristic control runs"
@@ -152,6 +160,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="DIR",
         help="recompute the report of DIR/results.jsonl without running anything",
     )
+    add_guide_arguments(parser)
     add_engine_arguments(parser)
     add_ray_arguments(parser)
     parser.set_defaults(func=run)
@@ -179,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--latency and --sigma must be zero or more seconds.")
     check_ray_arguments(args)
     out = args.out or Path("runs/quick" if args.quick else "runs/full")
+    levers = guides(args)
     plan = BenchPlan(
         out=out, quick=args.quick, seed=args.seed, concurrency=args.concurrency,
         arms=tuple(args.arms or ARM_LABELS), policies=tuple(args.policy or ("gold", "model")),
@@ -186,7 +196,8 @@ def run(args: argparse.Namespace) -> int:
         bfcl_categories=tuple(args.bfcl_categories or CATEGORIES),
         latency_s=args.latency, latency_sigma_s=args.sigma, max_tokens=args.max_tokens,
         task_ids=tuple(args.tasks or ()), declared_gap_pp=args.gap, engine_label=args.engine, model=args.model,
-        command=_command_line(),
+        command=_command_line(), input_enums=levers["input_enums"],
+        skill_tools=levers["skill_tools"], open_slots=levers["open_slots"],
     )  # fmt: skip
 
     async def go() -> dict[str, Any]:

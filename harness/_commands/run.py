@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
+from harness._commands._guide_args import GUIDES, add_guide_arguments, guides
 from harness._commands._ray_args import add_ray_arguments, check_ray_arguments
 from harness._commands._signals import until_signalled
 from harness._commands._table import exit_status, render_table
@@ -47,6 +48,8 @@ examples:
   harness run --task mixed-05 --engine scripted          # no model: replays the gold calls (a test double)
   harness run --task chain-03 --arm S F --detector phase_heuristic --policy oracle --engine scripted
                                                          # a false fill costs the oracle the task
+  harness run --task easy_fan_out-01 --arm S F --policy model --skill-tools --open-slots
+                                                         # a task the 135M model can solve
   harness run --task fan_out-12 --trace run.jsonl --json # every turn, call and window as JSONL
   harness run --task mixed-04 --journal runs/m4          # journaled: survives a crash...
   harness run --resume runs/m4                           # ...and resumes without repeating a write
@@ -132,6 +135,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="continue the run journaled in DIR (its task and settings come from DIR/run.json): "
         "finished work is replayed, never repeated",
     )
+    add_guide_arguments(parser)
     add_user_task_arguments(parser)
     add_engine_arguments(parser)
     add_ray_arguments(parser)
@@ -147,7 +151,7 @@ def _spec(label: str, args: argparse.Namespace) -> Any:
         raise ConfigError("--max-tokens must be at least 8.")
     return JobSpec.from_label(
         label, policy=args.policy, detector=args.detector, latency_s=args.latency,
-        latency_sigma_s=args.sigma, max_tokens=args.max_tokens,
+        latency_sigma_s=args.sigma, max_tokens=args.max_tokens, **guides(args),
     )  # fmt: skip
 
 
@@ -175,6 +179,8 @@ def _durable_settings(args: argparse.Namespace) -> Path | None:
             ) from None
         for name in _RECORDED:
             setattr(args, name, recorded[name])
+        for name in GUIDES:  # recorded since they exist; an older run.json has none
+            setattr(args, name, recorded.get(name))
         return Path(args.resume)
     if args.task is None:
         raise ConfigError(
@@ -190,14 +196,14 @@ def _durable_settings(args: argparse.Namespace) -> Path | None:
             f"{directory}` or choose another directory."
         )
     directory.mkdir(parents=True, exist_ok=True)
-    recorded = {name: getattr(args, name) for name in _RECORDED}
+    recorded = {name: getattr(args, name) for name in (*_RECORDED, *GUIDES)}
     (directory / "run.json").write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
     return directory
 
 
 def run(args: argparse.Namespace) -> int:
     from harness.benchmarks.jobs import dumps, run_job
-    from harness.benchmarks.tasks import generate_tasks, task_by_id
+    from harness.benchmarks.tasks import task_by_id, workload_tasks
     from harness.toolsets.workspace import load_workspace_manifest
 
     check_ray_arguments(args, batch_option="tasks")
@@ -212,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
             "--engine scripted only replays forced calls; use --policy gold or oracle, or a "
             "real engine."
         )
-    wt = task_by_id(generate_tasks(args.seed), args.task)
+    wt = task_by_id(workload_tasks(args.seed), args.task)
     manifest = load_workspace_manifest()
     specs = [_spec(label, args) for label in dict.fromkeys(args.arm)]
 

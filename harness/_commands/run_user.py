@@ -27,7 +27,9 @@ __all__ = ("USER_ARMS", "add_user_task_arguments", "is_user_task", "run_user_tas
 
 #: The arms a task of yours runs under unless --arm says otherwise.
 USER_ARMS = ("S", "F")
-_WORKLOAD_ONLY = ("seed", "latency", "sigma", "journal", "resume")
+_WORKLOAD_ONLY = (
+    "seed", "latency", "sigma", "journal", "resume", "input_enums", "skill_tools", "open_slots",
+)  # fmt: skip
 
 
 def add_user_task_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,7 +105,9 @@ def _check_options(args: argparse.Namespace) -> None:
             "--task ID runs a task of the seeded workload; --toolset/--prompt/--tasks run your "
             "own. Pass one or the other."
         )
-    given = [f"--{n}" for n in _WORKLOAD_ONLY if getattr(args, n, None) is not None]
+    given = [
+        "--" + n.replace("_", "-") for n in _WORKLOAD_ONLY if getattr(args, n, None) is not None
+    ]
     if given:
         raise ConfigError(
             f"{', '.join(given)} apply to the seeded workload (--task) only; drop "

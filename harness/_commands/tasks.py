@@ -1,4 +1,5 @@
-"""``harness tasks``: list and show the 48 seeded workload tasks (:mod:`harness.benchmarks.tasks`)."""
+"""``harness tasks``: list and show the 48 seeded workload tasks and the easy_fan_out family
+(:mod:`harness.benchmarks.tasks`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import argparse
 import json
 from typing import Any
 
-from harness.benchmarks.tasks import KINDS, WorkloadTask, generate_tasks, task_by_id
+from harness.benchmarks.tasks import (
+    ALL_KINDS,
+    WorkloadTask,
+    generate_tasks,
+    task_by_id,
+    workload_tasks,
+)
 
 __all__ = ("register", "run_list", "run_show")
 
@@ -17,6 +24,9 @@ call needs the previous result: no window certifies, the null arm) and 16 mixed 
 phases, chains, disjoint writes and conflicting ones). Each task has a gold label decided
 by construction: the expected final store fingerprint, the calls it requires and the
 phrases its answer must (not) contain. Same seed, same tasks, byte for byte.
+
+Beside the 48, the easy_fan_out family (--kind easy_fan_out): 16 small fan-out tasks (one
+window of 2-4 calls, a one-line answer) that the packaged 135M model can solve.
 """
 
 EPILOG = """\
@@ -24,6 +34,7 @@ examples:
   harness tasks list                       # all 48: kind, skill, window sizes, gold calls
   harness tasks list --kind chain          # the null arm
   harness tasks list --seed 7 --json       # another draw, as JSON
+  harness tasks list --kind easy_fan_out   # the family a 135M model can solve
   harness tasks show mixed-03              # prompt, inputs, gold steps and label
   harness tasks show fan_out-12 --json     # the full task file entry
 """
@@ -48,7 +59,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(listing)
-    listing.add_argument("--kind", choices=KINDS, help="only tasks of this kind")
+    listing.add_argument(
+        "--kind",
+        choices=ALL_KINDS,
+        help="only tasks of this kind (default: the 48; easy_fan_out: the family beside them)",
+    )
     listing.set_defaults(func=run_list)
     show = actions.add_parser(
         "show",
@@ -59,7 +74,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(show)
-    show.add_argument("id", help="task id, e.g. fan_out-03, chain-00, mixed-15")
+    show.add_argument("id", help="task id, e.g. fan_out-03, chain-00, mixed-15, easy_fan_out-02")
     show.set_defaults(func=run_show)
     parser.set_defaults(func=lambda args: _no_action(parser))
 
@@ -88,15 +103,18 @@ def _summary(task: WorkloadTask) -> dict[str, Any]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    tasks = [t for t in generate_tasks(args.seed) if args.kind in (None, t.kind)]
+    everything = generate_tasks(args.seed) if args.kind is None else workload_tasks(args.seed)
+    tasks = [t for t in everything if args.kind in (None, t.kind)]
     if args.json:
         print(json.dumps([_summary(t) for t in tasks], indent=1))
         return 0
-    print(f"{'id':<11} {'kind':<8} {'skill':<15} {'windows':<10} {'calls':>5} {'steps':>5}")
+    iw = max([11, *(len(t.id) for t in tasks)])
+    kw = max([8, *(len(t.kind) for t in tasks)])
+    print(f"{'id':<{iw}} {'kind':<{kw}} {'skill':<15} {'windows':<10} {'calls':>5} {'steps':>5}")
     for t in tasks:
         windows = ",".join(str(n) for n in t.windows) or "-"
         print(
-            f"{t.id:<11} {t.kind:<8} {t.skill:<15} {windows:<10} "
+            f"{t.id:<{iw}} {t.kind:<{kw}} {t.skill:<15} {windows:<10} "
             f"{len(t.task.gold_calls):>5} {len(t.task.gold_steps):>5}"
         )
     windows_total = sum(len(t.windows) for t in tasks)
@@ -105,7 +123,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    task = task_by_id(generate_tasks(args.seed), args.id)
+    task = task_by_id(workload_tasks(args.seed), args.id)
     if args.json:
         print(json.dumps(task.to_dict(), indent=1, sort_keys=True, ensure_ascii=False))
         return 0

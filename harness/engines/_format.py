@@ -220,7 +220,8 @@ def reply_schema(
 ) -> dict[str, Any]:
     """A strict JSON schema every valid reply satisfies: one branch per tool, one answer.
     ``max_calls`` caps a parallel reply's list (a small model otherwise lists calls until it
-    runs out of tokens)."""
+    runs out of tokens). With no tools (every tool closed: :mod:`harness.loop.input_enums`)
+    only the answer branch remains."""
     branches = []
     for function in tool_functions(tools):
         parameters = copy.deepcopy(function.get("parameters") or {})
@@ -237,6 +238,14 @@ def reply_schema(
                 "additionalProperties": False,
             }
         )
+    answer = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    if not branches:
+        return answer
     calls: dict[str, Any] = {"type": "array", "items": {"anyOf": branches}, "minItems": 1}
     if not parallel:
         calls["maxItems"] = 1
@@ -250,12 +259,7 @@ def reply_schema(
                 "required": ["tool_calls"],
                 "additionalProperties": False,
             },
-            {
-                "type": "object",
-                "properties": {"answer": {"type": "string"}},
-                "required": ["answer"],
-                "additionalProperties": False,
-            },
+            answer,
         ]
     }
 

@@ -193,6 +193,9 @@ class GenerationSettings:
     engine just returns it.
     ``constrain``: constrain decoding to valid call syntax (a tool from the list with
     schema-valid arguments, or a final answer) without choosing the values.
+    ``grammar_tools``: when set, the tools the reply grammar allows (narrower schemas of the
+    same tools, e.g. the open slots of :mod:`harness.loop.input_enums`); the prompt still
+    shows ``tools``, so the prompt prefix does not change when the grammar does.
     """
 
     max_tokens: int = 256
@@ -204,6 +207,7 @@ class GenerationSettings:
     forced_answer: str | None = None
     constrain: bool = True
     stop: tuple[str, ...] = ()
+    grammar_tools: tuple[ToolSpec, ...] | None = None
 
 
 @runtime_checkable

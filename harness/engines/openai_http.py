@@ -225,7 +225,9 @@ class OpenAIHTTPEngine(ClosingContext):
             if constrain and self.server_supports_structured_outputs:
                 body["structured_outputs"] = {
                     "json": _format.reply_schema(
-                        tools, settings.parallel_tool_calls, settings.max_parallel_calls
+                        tools if settings.grammar_tools is None else settings.grammar_tools,
+                        settings.parallel_tool_calls,
+                        settings.max_parallel_calls,
                     )
                 }
         else:

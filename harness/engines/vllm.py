@@ -488,7 +488,9 @@ class VLLMEngine(ClosingContext):
         elif settings.constrain and tools:
             structured = StructuredOutputsParams(
                 grammar=self._grammar(
-                    tools, settings.parallel_tool_calls, settings.max_parallel_calls
+                    tools if settings.grammar_tools is None else settings.grammar_tools,
+                    settings.parallel_tool_calls,
+                    settings.max_parallel_calls,
                 )
             )
         return SamplingParams(

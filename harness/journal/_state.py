@@ -35,7 +35,10 @@ def prompt_hash(
 ) -> str:
     """SHA-256 of what a generation was asked: the chat, the tools and the settings. A resumed
     run that asks something else at a journaled turn has diverged from the journal."""
-    text = json.dumps([list(messages), list(tools), asdict(settings)], sort_keys=True, default=str)
+    asked = asdict(settings)
+    if asked.get("grammar_tools") is None:  # added later: hashes of older journals still match
+        asked.pop("grammar_tools", None)
+    text = json.dumps([list(messages), list(tools), asked], sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -77,6 +77,14 @@ class LoopConfig:
     #: input's values (an enum in the reply grammar, the same for every arm):
     #: :mod:`harness.loop.input_enums`. Needs a manifest skill; off by default.
     input_enums: bool = False
+    #: Offer the model only the tools the skill's manifest phases name (the same tools for
+    #: every arm and every turn, so the prompt prefix stays stable). Needs a manifest skill;
+    #: off by default.
+    skill_tools: bool = False
+    #: ``input_enums`` and, turn by turn, only the values no earlier call of the tool used
+    #: (a fan-out phase fills each input slot once), in the reply grammar only:
+    #: :func:`harness.loop.input_enums.open_slot_specs`. Needs a manifest skill; off by default.
+    open_slots: bool = False
     #: Wall-clock deadline of one run (of one attempt, when resumed), in seconds; None: none.
     max_wall_s: float | None = None
     #: Billed tokens (input + output of every turn) one run may spend; None: no budget.

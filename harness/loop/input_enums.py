@@ -9,6 +9,23 @@ model still decides which value, in which order, and when to stop. The specs are
 every arm (S, F, P, P+V), so the comparison stays fair; the tools block of the prompt shows the
 enum too.
 
+:func:`skill_specs` is the other manifest-guided lever (``LoopConfig.skill_tools``): only the
+tools the skill's phases name are offered, so neither the prompt's tools block nor the reply
+grammar holds a tool the skill never uses. Both are fixed for the whole run (the prompt prefix
+stays the same turn after turn) and the same for every arm.
+
+:func:`open_slot_specs` narrows the grammar further, turn by turn (``LoopConfig.open_slots``):
+a fan-out phase fills each of its input slots once, so an enum argument may only take the
+values no earlier call of its tool used (an argument whose every value was used, such as a
+tag every call shares, keeps them all), and a tool every combination of whose enum values was
+called is *closed*: the grammar leaves it out, and when every tool of the run is closed only
+the final answer remains. Only the reply grammar narrows (``GenerationSettings.grammar_tools``);
+the prompt keeps the full enums, so its prefix is stable. The calls counted are the ones
+emitted into the context, withheld results included, so every arm narrows alike; inside one
+parallel message duplicates are not excluded (that is the P+V validator's job). What the model
+still decides: whether to call at all, which open value when several enum arguments remain
+free, and its answer.
+
 Values of ``input:FIELD``: the field itself when it is a scalar; its items when it is a list;
 for a list of records (``[{"key": …, "field": …}]``) the record's value under the argument's
 own name. Only values of the argument's declared JSON type are kept; an argument with no such
@@ -19,13 +36,14 @@ as it is.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.engines.base import ToolSpec
+from harness.engines.base import ToolCall, ToolSpec
 from harness.manifest import ArgSource, Skill
 
-__all__ = ("input_enum_specs", "input_values")
+__all__ = ("input_enum_specs", "input_values", "open_slot_specs", "skill_specs")
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -48,6 +66,14 @@ def input_values(source: ArgSource, argument: str, inputs: Mapping[str, Any]) ->
             if picked is not None and not isinstance(picked, Mapping | list | tuple):
                 out.append(picked)
     return list(dict.fromkeys(out))
+
+
+def skill_specs(specs: Sequence[ToolSpec], skill: Skill) -> list[ToolSpec]:
+    """The specs of the tools ``skill``'s phases name, in the toolset's order; all of ``specs``
+    when the skill names none of them (a skill with no phases narrows nothing)."""
+    named = {tool for phase in skill.phases for tool in phase.tools}
+    kept = [s for s in specs if str(s.get("function", s).get("name")) in named]
+    return kept or list(specs)
 
 
 def input_enum_specs(
@@ -85,3 +111,62 @@ def input_enum_specs(
                 schema["enum"] = typed
         out.append(narrowed)
     return out
+
+
+def open_slot_specs(specs: Sequence[ToolSpec], calls: Sequence[ToolCall]) -> list[ToolSpec] | None:
+    """``specs`` narrowed to the open slots, given the ``calls`` emitted so far (module
+    docstring); ``None`` when nothing narrows. A tool every combination of whose enum values
+    was called is closed (left out); when every tool is, only the answer remains."""
+    used: dict[tuple[str, str], set[str]] = {}
+    combos: dict[str, list[dict[str, Any]]] = {}
+    for call in calls:
+        arguments = dict(call.args.value or {})
+        combos.setdefault(call.name, []).append(arguments)
+        for argument, value in arguments.items():
+            used.setdefault((call.name, argument), set()).add(_key(value))
+    out: list[ToolSpec] = []
+    changed = False
+    for spec in specs:
+        function = spec.get("function", spec)
+        name = str(function.get("name"))
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        enums = {
+            a: [_key(v) for v in p["enum"]]
+            for a, p in properties.items()
+            if isinstance(p, dict) and isinstance(p.get("enum"), list)
+        }
+        if enums and _all_called(enums, combos.get(name, [])):
+            changed = True  # closed: every slot of this tool is filled
+            continue
+        narrowing = {
+            a: [v for v in properties[a]["enum"] if _key(v) not in used.get((name, a), set())]
+            for a in enums
+        }
+        narrowing = {a: vs for a, vs in narrowing.items() if 0 < len(vs) < len(enums[a])}
+        if not narrowing:
+            out.append(spec)
+            continue
+        narrowed = copy.deepcopy(dict(spec))
+        props = narrowed.get("function", narrowed)["parameters"]["properties"]
+        for argument, values in narrowing.items():
+            props[argument]["enum"] = values
+        out.append(narrowed)
+        changed = True
+    return out if changed else None
+
+
+def _all_called(enums: Mapping[str, Sequence[str]], calls: Sequence[Mapping[str, Any]]) -> bool:
+    """Every combination of the enum arguments' values was called."""
+    needed = 1
+    for values in enums.values():
+        needed *= len(set(values))
+    seen = {
+        tuple(_key(c.get(a)) for a in enums)
+        for c in calls
+        if all(_key(c.get(a)) in enums[a] for a in enums)
+    }
+    return len(seen) >= needed
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)

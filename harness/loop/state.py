@@ -37,7 +37,7 @@ from harness.journal.turns import JournaledTurns
 from harness.ledger import CallRecord, Ledger, TurnRecord, WindowRecord
 from harness.loop.budgets import Budgets, Counters
 from harness.loop.config import LoopConfig
-from harness.loop.input_enums import input_enum_specs
+from harness.loop.input_enums import input_enum_specs, open_slot_specs, skill_specs
 from harness.loop.policy import PolicyStrategy
 from harness.loop.transcript import Transcript
 from harness.manifest import Skill
@@ -87,7 +87,9 @@ class RunState:
         self.journaled_turns = turns
         self.run_id = run_id or f"{task.id}-{config.arm}-{uuid.uuid4().hex[:8]}"
         self.specs = toolset.specs()
-        if config.input_enums and skill is not None:
+        if config.skill_tools and skill is not None:
+            self.specs = skill_specs(self.specs, skill)
+        if (config.input_enums or config.open_slots) and skill is not None:
             self.specs = input_enum_specs(self.specs, skill, task.inputs)
         self.transcript = Transcript(task.system or DEFAULT_LOOP_SYSTEM, task.prompt, task.history)
         self.budgets = Budgets(config, task.id, self.run_id, task.max_turns or config.max_turns)
@@ -130,6 +132,7 @@ class RunState:
     async def complete(self, turn: int, settings: GenerationSettings, purpose: str) -> Completion:
         """The completion of ``turn``: replayed from the journal, or generated (at the engine
         boundary: any engine failure is a typed error) and journaled."""
+        settings = self.narrowed(settings)
         journaled = self.journaled_turns
         if journaled is not None:
             replayed = journaled.replay(turn, self.messages, self.specs, settings)
@@ -142,6 +145,14 @@ class RunState:
             journaled.record(turn, purpose, self.messages, self.specs, settings, completion)
         return completion
 
+    def narrowed(self, settings: GenerationSettings) -> GenerationSettings:
+        """``settings`` with the reply grammar narrowed to the open slots (``open_slots``;
+        forced replies are left alone)."""
+        if not self.config.open_slots or self.skill is None or settings.forced is not None:
+            return settings
+        grammar = open_slot_specs(self.specs, self.transcript.emitted_calls())
+        return settings if grammar is None else replace(settings, grammar_tools=tuple(grammar))
+
     async def sample(self, settings_list: Sequence[GenerationSettings]) -> list[Completion]:
         """The completions of the next ``len(settings_list)`` turns, drawn as one batch (P+V's
         batched resample); journaled ones are replayed, the others generated together."""
@@ -153,7 +164,10 @@ class RunState:
                 )
         missing = [i for i, c in enumerate(out) if c is None]
         fresh = await sample_batch(
-            self.engine, self.messages, self.specs, [settings_list[i] for i in missing]
+            self.engine,
+            self.messages,
+            self.specs,
+            [self.narrowed(settings_list[i]) for i in missing],
         )
         for i, completion in zip(missing, fresh, strict=True):
             out[i] = completion

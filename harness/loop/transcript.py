@@ -47,6 +47,16 @@ class Transcript:
         kept; a history's tool messages are not counted)."""
         return sum(1 for m in self.messages[self.history_length :] if m["role"] == "tool")
 
+    def emitted_calls(self) -> list[ToolCall]:
+        """Every call this run put in the context so far (a history's calls not counted),
+        withheld ones included."""
+        return [
+            ToolCall.from_openai(raw)
+            for m in self.messages[self.history_length :]
+            if m["role"] == "assistant"
+            for raw in m.get("tool_calls") or []
+        ]
+
     def visible_results(self, marker: str) -> tuple[str, ...]:
         """The result texts in the context now (markers of withheld results left out): what
         the turn about to be handled could see, for provenance."""
