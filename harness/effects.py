@@ -598,18 +598,21 @@ class Effect:
             return None, f"{side} undeclared"
         try:
             if callable(spec):
-                out = _from_function(spec, arguments)
+                out = frozenset(_from_function(spec, arguments))
+            elif len(spec) == 1:  # the common case: one template
+                out = frozenset(spec[0].expand(arguments))
             else:
-                out = set()
+                targets: set[str] = set()
                 for template in spec:
-                    out.update(template.expand(arguments))
-                    if len(out) > MAX_TARGETS:
+                    targets.update(template.expand(arguments))
+                    if len(targets) > MAX_TARGETS:
                         raise _Unknown(f"{side} over {MAX_TARGETS} targets")
+                out = frozenset(targets)
         except _Unknown as unknown:
             return None, str(unknown)
         if "" in out:
             return None, f"{side} name the empty target (the root of every resource)"
-        return frozenset(out), ""
+        return out, ""
 
 
 def _from_function(

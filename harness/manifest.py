@@ -126,8 +126,8 @@ class Phase:
         window they would need a withheld result (D2 fails)."""
         return sorted(
             arg
-            for (t, arg), src in self.args.items()
-            if t == tool and src.is_result_placeholder and src.ref == self.name
+            for arg, src in self._sources_by_tool.get(tool, ())
+            if src.is_result_placeholder and src.ref == self.name
         )
 
     def sources(self, tool: str) -> dict[str, ArgSource]:

@@ -497,6 +497,14 @@ class Toolset(Mapping[str, Tool]):
     def __getitem__(self, key: str) -> Tool:
         return self._tools[key]
 
+    # Mapping's own versions go through __getitem__ and an exception; the certifier asks on
+    # every call.
+    def __contains__(self, key: object) -> bool:
+        return key in self._tools
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._tools.get(key, default)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._tools)
 

@@ -119,7 +119,8 @@ class WindowConflicts:
         calls = window.calls
         if window is not self._window or len(calls) < self._indexed:
             self._window, self._indexed = window, 0
-            self._index, self._members = ConflictIndex(), {}
+            if self._members:  # (a fresh index is kept for the next window)
+                self._index, self._members = ConflictIndex(), {}
         for position in range(self._indexed, len(calls)):
             member = calls[position]
             found = self.footprint(member)

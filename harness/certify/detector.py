@@ -69,6 +69,8 @@ class TrackerBase:
     def __init__(self, toolset: Toolset, max_window: int) -> None:
         self.toolset = toolset
         self.max_window = max_window
+        # Admissions are immutable: the common one (join, nothing closes) is made once.
+        self._plain_joins: dict[tuple[str | None, str], Admission] = {}
 
     def evidence(self, phase: str | None, n: int) -> tuple[str, ...]:
         return ()
@@ -99,12 +101,16 @@ class TrackerBase:
     ) -> Admission:
         """``call`` joins ``window`` (or opens one); the window completes right away when this
         call fills the phase's slot count or the size cap."""
-        calls = [*(window.calls if window is not None else ()), call]
+        before = window.calls if window is not None else ()
         completes = None
-        if slots_done:
-            completes = self._certificate(phase, calls, "slot_closure")
-        elif len(calls) >= self.max_window:
-            completes = self._certificate(phase, calls, "size_cap")
+        if slots_done or len(before) + 1 >= self.max_window:
+            closed_by = "slot_closure" if slots_done else "size_cap"
+            completes = self._certificate(phase, [*before, call], closed_by)
+        elif closes is None:
+            plain = self._plain_joins.get((phase, reason))
+            if plain is None:
+                plain = self._plain_joins[phase, reason] = Admission("join", phase, reason)
+            return plain
         return Admission("join", phase, reason, closes=closes, completes=completes)
 
 

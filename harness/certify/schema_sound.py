@@ -17,6 +17,7 @@ final answer, or the size cap.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,7 @@ from harness.certify.verdict import (
 from harness.effects import Footprint
 from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
-from harness.provenance import InputValues, TurnView
+from harness.provenance import InputValues, ProvenancePlan, TurnView
 from harness.tools import Toolset
 
 __all__ = ("SchemaSoundDetector",)
@@ -49,12 +50,53 @@ __all__ = ("SchemaSoundDetector",)
 NAME = "schema_sound"
 
 
+@functools.lru_cache(maxsize=1024)
 def _evidence(phase: str | None, n: int) -> tuple[str, ...]:
     return (
         f"D1: {n} calls pairwise commute (effects and targets)",
         f"D2: no argument of phase {phase!r} is a result placeholder into the phase",
         f"D3: manifest marks phase {phase!r} fan_out",
     )
+
+
+class _Placement:
+    """Where a call of one tool goes from one phase position, and what admitting it needs
+    that does not depend on the call: worked out once per tracker, tool and position."""
+
+    __slots__ = ("clear", "index", "phase", "plans", "rivals", "slots", "withheld")
+
+    def __init__(
+        self,
+        tool: str,
+        index: int | None,
+        phase: Phase | None,
+        rivals: tuple[Phase, ...],
+        slots: int | None,
+        plans: tuple[ProvenancePlan, ...],
+    ) -> None:
+        self.index = index  # the phase it belongs to (see _SchemaSoundTracker._locate)
+        self.phase = phase
+        self.rivals = rivals  # later phases that may own it instead
+        self.slots = slots  # the phase's slot count
+        self.plans = plans  # provenance under each phase it may belong to
+        #: D3 (but the slot count) and schema-level D2 hold for every call of the tool here:
+        #: a fan-out phase that lists it, no result placeholder into the phase, no rival.
+        self.clear = bool(
+            phase is not None
+            and phase.is_fan_out
+            and not rivals
+            and tool in phase.tools
+            and not phase.in_window_placeholders(tool)
+        )
+        self.withheld: dict[str, list[str]] = {}  # per open window's phase
+
+    def withheld_from(self, call: ToolCall, window_phase: str) -> list[str]:
+        """:func:`~harness.certify.d2.withheld_arguments` for this tool (it reads the name)."""
+        found = self.withheld.get(window_phase)
+        if found is None:
+            phases = (self.phase, *self.rivals)
+            found = self.withheld[window_phase] = withheld_arguments(call, phases, window_phase)
+        return found
 
 
 class _SchemaSoundTracker(TrackerBase):
@@ -77,6 +119,7 @@ class _SchemaSoundTracker(TrackerBase):
         self.phase_index = 0
         self.phase_calls = 0
         self._slot_counts: dict[str, int | None] = {}
+        self._placements: dict[tuple[str, int, bool], _Placement] = {}
 
     def _slots(self, phase: Phase) -> int | None:
         """The phase's slot count for this task (computed once per phase)."""
@@ -121,24 +164,49 @@ class _SchemaSoundTracker(TrackerBase):
             return []
         return [p for p in self.skill.phases[index + 1 :] if tool in p.tools]
 
+    def _placement(self, tool: str) -> _Placement:
+        """The :class:`_Placement` of a call of ``tool`` now. :meth:`_locate` depends only on
+        the tool, the current phase and whether it has room, so that is the key."""
+        room = True
+        if self.skill is not None:
+            slots = self._slots(self.skill.phases[self.phase_index])
+            room = slots is None or self.phase_calls < slots
+        key = (tool, self.phase_index, room)
+        found = self._placements.get(key)
+        if found is None:
+            found = self._placements[key] = self._place(tool)
+        return found
+
+    def _place(self, tool: str) -> _Placement:
+        index = self._locate(tool)
+        phase = None if index is None or self.skill is None else self.skill.phases[index]
+        rivals = tuple(self._rivals(tool, index))
+        effect = self.toolset[tool].effect if tool in self.toolset else None
+        known = [p for p in (phase, *rivals) if p is not None]
+        plans = tuple(
+            ProvenancePlan(tool, p.sources(tool) if p is not None else {}, self.input_values, effect)
+            for p in known or [None]
+        )
+        slots = None if phase is None else self._slots(phase)
+        return _Placement(tool, index, phase, rivals, slots, plans)
+
     def admit(
         self, call: ToolCall, window: WindowView | None, view: TurnView | None = None
     ) -> Admission:
-        index = self._locate(call.name)
-        phase = None if index is None or self.skill is None else self.skill.phases[index]
-        rivals = self._rivals(call.name, index)
+        place = self._placement(call.name)
+        index, phase, rivals = place.index, place.phase, place.rivals
         if index is not None and index != self.phase_index:
             self.phase_index, self.phase_calls = index, 0
         pname = phase.name if phase else None
         # D2 against the open window: generated while results it needs were withheld
         # (under any phase the call may belong to).
         if window is not None and window.phase is not None:
-            dependent = withheld_arguments(call, (phase, *rivals), window.phase)
+            dependent = place.withheld_from(call, window.phase)
             if dependent:
                 failure = withheld_failure(call, dependent, window.phase)
                 closes = self.certificate(window, "D2_dependent_call")
                 return Admission("discard", pname, "D2", closes=closes, failures=(failure,))
-        refused = self._provenance(call, (phase, *rivals), view)
+        refused = self._provenance(call, place.plans, view)
         if refused and window is not None:
             # It may have taken a value from a result withheld from its turn: regenerate it
             # after the absorb turn, when every result is in view.
@@ -147,15 +215,21 @@ class _SchemaSoundTracker(TrackerBase):
         if index is not None:
             self.phase_calls += 1
         footprint = self.d1.footprint(call)
-        failures = self._certify_one(call, phase, footprint)
-        if not failures and rivals:
-            assert phase is not None
-            failures = [ambiguity_failure(call, phase, rivals)]
-        failures.extend(refused)
-        if failures:
-            reason = failures[0].code
-            closes = self.certificate(window, reason) if window is not None else None
-            return Admission("serial", pname, reason, closes=closes, failures=tuple(failures))
+        if not (
+            place.clear
+            and not refused
+            and isinstance(footprint, Footprint)
+            and (place.slots is None or self.phase_calls <= place.slots)
+        ):  # some condition may fail: find which, in order (else every one holds)
+            failures = self._certify_one(call, phase, footprint)
+            if not failures and rivals:
+                assert phase is not None
+                failures = [ambiguity_failure(call, phase, rivals)]
+            failures.extend(refused)
+            if failures:
+                reason = failures[0].code
+                closes = self.certificate(window, reason) if window is not None else None
+                return Admission("serial", pname, reason, closes=closes, failures=tuple(failures))
         assert phase is not None
         assert isinstance(footprint, Footprint)
         closes = None
@@ -166,30 +240,19 @@ class _SchemaSoundTracker(TrackerBase):
             if conflict is not None:
                 closes = self.certificate(window, "D1_conflict")
                 return Admission("serial", pname, "D1", closes=closes, failures=(conflict,))
-        slots = self._slots(phase)
-        done = slots is not None and self.phase_calls >= slots
+        done = place.slots is not None and self.phase_calls >= place.slots
         return self._join(call, window, pname, "certified", slots_done=done, closes=closes)
 
     def _provenance(
-        self, call: ToolCall, phases: Sequence[Phase | None], view: TurnView | None
+        self, call: ToolCall, plans: Sequence[ProvenancePlan], view: TurnView | None
     ) -> list[Failure]:
         """Arguments not from their declared sources and arguments that quote a withheld
-        result (:mod:`harness.provenance`), under *every* phase the call may belong to: a
-        violation under any of them refuses the call (its phase is not known, so neither is
-        where its arguments should come from)."""
-        effect = self.toolset[call.name].effect if call.name in self.toolset else None
+        result (:mod:`harness.provenance`), under *every* phase the call may belong to (one
+        plan each): a violation under any of them refuses the call (its phase is not known,
+        so neither is where its arguments should come from)."""
         found: dict[str, Failure] = {}
-        known: list[Phase | None] = [p for p in phases if p is not None]
-        for phase in known or [None]:
-            sources = phase.sources(call.name) if phase is not None else {}
-            for failure in provenance_failures(
-                call,
-                marker=self.marker,
-                view=view,
-                sources=sources,
-                inputs=self.input_values,
-                effect=effect,
-            ):
+        for plan in plans:
+            for failure in provenance_failures(call, marker=self.marker, view=view, plan=plan):
                 found.setdefault(failure.message, failure)
         return list(found.values())
 
