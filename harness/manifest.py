@@ -124,11 +124,11 @@ class Phase:
     def in_window_placeholders(self, tool: str) -> list[str]:
         """Arguments of ``tool`` whose value is a result of *this* phase's calls: inside a
         window they would need a withheld result (D2 fails)."""
-        return sorted(
-            arg
-            for arg, src in self._sources_by_tool.get(tool, ())
-            if src.is_result_placeholder and src.ref == self.name
-        )
+        return list(self.result_arguments(tool, self.name))
+
+    def result_arguments(self, tool: str, phase: str) -> tuple[str, ...]:
+        """Arguments of ``tool`` that this phase sources from a result of ``phase``, sorted."""
+        return self._results_by_tool.get(tool, {}).get(phase, ())
 
     def sources(self, tool: str) -> dict[str, ArgSource]:
         return dict(self._sources_by_tool.get(tool, ()))
@@ -140,6 +140,14 @@ class Phase:
         for (t, arg), src in self.args.items():
             grouped.setdefault(t, []).append((arg, src))
         return {t: tuple(pairs) for t, pairs in grouped.items()}
+
+    @functools.cached_property
+    def _results_by_tool(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        grouped: dict[str, dict[str, list[str]]] = {}
+        for (t, arg), src in self.args.items():
+            if src.is_result_placeholder and src.ref is not None:
+                grouped.setdefault(t, {}).setdefault(src.ref, []).append(arg)
+        return {t: {ref: tuple(sorted(a)) for ref, a in refs.items()} for t, refs in grouped.items()}
 
     @functools.cached_property
     def _slot_source(self) -> ArgSource | None:

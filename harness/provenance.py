@@ -230,14 +230,16 @@ class ProvenancePlan:
         tool = self.tool
         shown = visible_results or ()
         out = quotes_withheld(arguments, marker, [w for w in withheld if w not in shown])
-        flagged = {v.argument for v in out}
+        flagged = {v.argument for v in out} if out else ()
         leaves: set[str] | None = None
         for name, source, fold, allowed in self._checks:
             if name in flagged or name not in arguments:
                 continue
             value = arguments[name]
             if allowed is not None:  # an input source
-                if _spell(value, fold) in allowed or (
+                if (value if fold is None and type(value) is str else _spell(value, fold)) in (
+                    allowed
+                ) or (
                     isinstance(value, list | tuple)
                     and all(_spell(v, fold) in allowed for v in value)
                 ):

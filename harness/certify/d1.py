@@ -108,11 +108,12 @@ class WindowConflicts:
         """The footprint of ``call`` (cached: an admitted call is indexed without another
         resolution)."""
         key = (call.id, call.name, call.arguments)
-        if key not in self._footprints:
+        found = self._footprints.get(key)
+        if found is None:
             if len(self._footprints) > 4096:
                 self._footprints.clear()
-            self._footprints[key] = call_footprint(self.toolset, call)
-        return self._footprints[key]
+            found = self._footprints[key] = call_footprint(self.toolset, call)
+        return found
 
     def conflict(self, window: WindowView, call: ToolCall, footprint: Footprint) -> Failure | None:
         """The first conflict of ``call`` with a call of ``window``, or ``None``."""

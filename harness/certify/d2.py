@@ -69,15 +69,8 @@ def withheld_arguments(
     phase, under any of the phases the call may belong to (sorted, without repeats)."""
     if window_phase is None:
         return []
-    return sorted(
-        {
-            argument
-            for phase in phases
-            if phase is not None
-            for argument, source in phase.sources(call.name).items()
-            if source.is_result_placeholder and source.ref == window_phase
-        }
-    )
+    found = [p.result_arguments(call.name, window_phase) for p in phases if p is not None]
+    return sorted({argument for arguments in found for argument in arguments})
 
 
 def withheld_failure(call: ToolCall, arguments: Sequence[str], window_phase: str) -> Failure:

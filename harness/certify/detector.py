@@ -14,6 +14,7 @@ reason codes:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -69,8 +70,6 @@ class TrackerBase:
     def __init__(self, toolset: Toolset, max_window: int) -> None:
         self.toolset = toolset
         self.max_window = max_window
-        # Admissions are immutable: the common one (join, nothing closes) is made once.
-        self._plain_joins: dict[tuple[str | None, str], Admission] = {}
 
     def evidence(self, phase: str | None, n: int) -> tuple[str, ...]:
         return ()
@@ -107,11 +106,14 @@ class TrackerBase:
             closed_by = "slot_closure" if slots_done else "size_cap"
             completes = self._certificate(phase, [*before, call], closed_by)
         elif closes is None:
-            plain = self._plain_joins.get((phase, reason))
-            if plain is None:
-                plain = self._plain_joins[phase, reason] = Admission("join", phase, reason)
-            return plain
+            return _plain_join(phase, reason)
         return Admission("join", phase, reason, closes=closes, completes=completes)
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_join(phase: str | None, reason: str) -> Admission:
+    """The common admission (join, nothing closes or completes), made once: it is immutable."""
+    return Admission("join", phase, reason)
 
 
 @dataclass

@@ -119,7 +119,11 @@ class _SchemaSoundTracker(TrackerBase):
         self.phase_index = 0
         self.phase_calls = 0
         self._slot_counts: dict[str, int | None] = {}
-        self._placements: dict[tuple[str, int, bool], _Placement] = {}
+        # Placements per phase position (see _placement); _here: those of the current one.
+        self._placements: dict[tuple[int, bool], dict[str, _Placement]] = {}
+        self._here: dict[str, _Placement] = {}
+        self._full_at: int | None = None  # the current phase's slot count
+        self._move(0, 0)
 
     def _slots(self, phase: Phase) -> int | None:
         """The phase's slot count for this task (computed once per phase)."""
@@ -164,17 +168,24 @@ class _SchemaSoundTracker(TrackerBase):
             return []
         return [p for p in self.skill.phases[index + 1 :] if tool in p.tools]
 
-    def _placement(self, tool: str) -> _Placement:
-        """The :class:`_Placement` of a call of ``tool`` now. :meth:`_locate` depends only on
-        the tool, the current phase and whether it has room, so that is the key."""
+    def _move(self, index: int, calls: int) -> None:
+        """Set the phase position. :meth:`_locate` depends only on the tool, the current
+        phase and whether it has room, so the placements of that position apply."""
+        self.phase_index, self.phase_calls = index, calls
         room = True
         if self.skill is not None:
-            slots = self._slots(self.skill.phases[self.phase_index])
-            room = slots is None or self.phase_calls < slots
-        key = (tool, self.phase_index, room)
-        found = self._placements.get(key)
+            slots = self._full_at = self._slots(self.skill.phases[index])
+            room = slots is None or calls < slots
+        here = self._placements.get((index, room))
+        if here is None:
+            here = self._placements[index, room] = {}
+        self._here = here
+
+    def _placement(self, tool: str) -> _Placement:
+        """The :class:`_Placement` of a call of ``tool`` at the current phase position."""
+        found = self._here.get(tool)
         if found is None:
-            found = self._placements[key] = self._place(tool)
+            found = self._here[tool] = self._place(tool)
         return found
 
     def _place(self, tool: str) -> _Placement:
@@ -196,7 +207,7 @@ class _SchemaSoundTracker(TrackerBase):
         place = self._placement(call.name)
         index, phase, rivals = place.index, place.phase, place.rivals
         if index is not None and index != self.phase_index:
-            self.phase_index, self.phase_calls = index, 0
+            self._move(index, 0)
         pname = phase.name if phase else None
         # D2 against the open window: generated while results it needs were withheld
         # (under any phase the call may belong to).
@@ -214,6 +225,8 @@ class _SchemaSoundTracker(TrackerBase):
             return Admission("discard", pname, "D2", closes=closes, failures=tuple(refused))
         if index is not None:
             self.phase_calls += 1
+            if self.phase_calls == self._full_at:  # no room left: other placements apply
+                self._move(index, self.phase_calls)
         footprint = self.d1.footprint(call)
         if not (
             place.clear
@@ -250,6 +263,8 @@ class _SchemaSoundTracker(TrackerBase):
         result (:mod:`harness.provenance`), under *every* phase the call may belong to (one
         plan each): a violation under any of them refuses the call (its phase is not known,
         so neither is where its arguments should come from)."""
+        if len(plans) == 1:  # (one plan's failures are distinct already: one per argument)
+            return provenance_failures(call, marker=self.marker, view=view, plan=plans[0])
         found: dict[str, Failure] = {}
         for plan in plans:
             for failure in provenance_failures(call, marker=self.marker, view=view, plan=plan):
