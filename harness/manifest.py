@@ -169,6 +169,21 @@ class Skill:
                 return p
         raise KeyError(name)
 
+    def later(self, tool: str, index: int) -> tuple[int, ...]:
+        """The indexes of the phases after ``index`` that list ``tool``, in order."""
+        key = (tool, index)
+        found = self._later.get(key)
+        if found is None:
+            phases = self.phases
+            found = tuple(i for i in range(index + 1, len(phases)) if tool in phases[i].tools)
+            self._later[key] = found
+        return found
+
+    # Computed once per skill (per tool and phase): the certifier asks on every call.
+    @functools.cached_property
+    def _later(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        return {}
+
 
 @dataclass(frozen=True)
 class Manifest:

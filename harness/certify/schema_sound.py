@@ -86,12 +86,14 @@ class _Placement:
             and phase.is_fan_out
             and not rivals
             and tool in phase.tools
-            and not phase.in_window_placeholders(tool)
+            and not phase.result_arguments(tool, phase.name)  # (in_window_placeholders)
         )
         self.withheld: dict[str, list[str]] = {}  # per open window's phase
 
-    def withheld_from(self, call: ToolCall, window_phase: str) -> list[str]:
+    def withheld_from(self, call: ToolCall, window_phase: str) -> Sequence[str]:
         """:func:`~harness.certify.d2.withheld_arguments` for this tool (it reads the name)."""
+        if not self.rivals and self.phase is not None:  # one phase: its own sorted index
+            return self.phase.result_arguments(call.name, window_phase)
         found = self.withheld.get(window_phase)
         if found is None:
             phases = (self.phase, *self.rivals)
@@ -139,14 +141,13 @@ class _SchemaSoundTracker(TrackerBase):
         phase (forward only) that lists the tool."""
         if self.skill is None:
             return None
-        phases = self.skill.phases
-        current = phases[self.phase_index]
+        current = self.skill.phases[self.phase_index]
         slots = self._slots(current)
         if tool in current.tools and (slots is None or self.phase_calls < slots):
             return self.phase_index
-        for index in range(self.phase_index + 1, len(phases)):
-            if tool in phases[index].tools:
-                return index
+        later = self.skill.later(tool, self.phase_index)
+        if later:
+            return later[0]
         if tool in current.tools:
             return self.phase_index  # over the slot count: still this phase, but no window
         return None
@@ -163,10 +164,10 @@ class _SchemaSoundTracker(TrackerBase):
         tool that a later phase also lists may belong to either."""
         if self.skill is None or index is None:
             return []
-        phase = self.skill.phases[index]
-        if self._slots(phase) is not None:
+        phases = self.skill.phases
+        if self._slots(phases[index]) is not None:
             return []
-        return [p for p in self.skill.phases[index + 1 :] if tool in p.tools]
+        return [phases[i] for i in self.skill.later(tool, index)]
 
     def _move(self, index: int, calls: int) -> None:
         """Set the phase position. :meth:`_locate` depends only on the tool, the current
@@ -190,15 +191,24 @@ class _SchemaSoundTracker(TrackerBase):
 
     def _place(self, tool: str) -> _Placement:
         index = self._locate(tool)
-        phase = None if index is None or self.skill is None else self.skill.phases[index]
-        rivals = tuple(self._rivals(tool, index))
-        effect = self.toolset[tool].effect if tool in self.toolset else None
-        known = [p for p in (phase, *rivals) if p is not None]
-        plans = tuple(
-            ProvenancePlan(tool, p.sources(tool) if p is not None else {}, self.input_values, effect)
-            for p in known or [None]
-        )
-        slots = None if phase is None else self._slots(phase)
+        skill = self.skill
+        phase, rivals, slots = None, (), None
+        if index is not None and skill is not None:
+            phase = skill.phases[index]
+            slots = self._slots(phase)
+            if slots is None:  # (_rivals, without looking the slot count up again)
+                rivals = tuple(skill.phases[i] for i in skill.later(tool, index))
+        found = self.toolset.get(tool)
+        effect = found.effect if found is not None else None
+        values = self.input_values
+        if rivals:
+            plans = tuple(
+                ProvenancePlan(tool, p.sources(tool), values, effect)
+                for p in (phase, *rivals)
+                if p is not None
+            )
+        else:  # one phase, or none (then only what every detector checks: quotes)
+            plans = (ProvenancePlan(tool, phase.sources(tool) if phase else {}, values, effect),)
         return _Placement(tool, index, phase, rivals, slots, plans)
 
     def admit(
