@@ -573,7 +573,7 @@ class Effect:
     def footprint(self, arguments: Mapping[str, Any]) -> Footprint:
         """The canonical targets of a call with these (validated) arguments. Never raises."""
         try:
-            folded = self._folded(arguments)
+            folded = arguments if self.canonical is None else self._folded(arguments)
             writes, why_w = (
                 (frozenset(), "") if self.read_only else self._side(self._writes, folded, "writes")
             )

@@ -44,6 +44,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 from harness.errors import ManifestError
@@ -90,6 +91,7 @@ class ArgSource:
 
 
 _parse_source = functools.lru_cache(maxsize=1024)(ArgSource.parse)
+_NO_RESULTS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,12 @@ class Phase:
 
     def result_arguments(self, tool: str, phase: str) -> tuple[str, ...]:
         """Arguments of ``tool`` that this phase sources from a result of ``phase``, sorted."""
-        return self._results_by_tool.get(tool, {}).get(phase, ())
+        return self.result_sources(tool).get(phase, ())
+
+    def result_sources(self, tool: str) -> Mapping[str, tuple[str, ...]]:
+        """Per phase, the arguments of ``tool`` this phase sources from its results, sorted
+        (read-only: computed once per phase)."""
+        return self._results_by_tool.get(tool, _NO_RESULTS)
 
     def sources(self, tool: str) -> dict[str, ArgSource]:
         return dict(self._sources_by_tool.get(tool, ()))
@@ -142,12 +149,15 @@ class Phase:
         return {t: tuple(pairs) for t, pairs in grouped.items()}
 
     @functools.cached_property
-    def _results_by_tool(self) -> dict[str, dict[str, tuple[str, ...]]]:
+    def _results_by_tool(self) -> dict[str, Mapping[str, tuple[str, ...]]]:
         grouped: dict[str, dict[str, list[str]]] = {}
         for (t, arg), src in self.args.items():
             if src.is_result_placeholder and src.ref is not None:
                 grouped.setdefault(t, {}).setdefault(src.ref, []).append(arg)
-        return {t: {ref: tuple(sorted(a)) for ref, a in refs.items()} for t, refs in grouped.items()}
+        return {
+            t: MappingProxyType({ref: tuple(sorted(a)) for ref, a in refs.items()})
+            for t, refs in grouped.items()
+        }
 
     @functools.cached_property
     def _slot_source(self) -> ArgSource | None:

@@ -92,7 +92,7 @@ def quotes_withheld(
     """Arguments that contain ``marker`` or the full text of a withheld result (any string
     inside them, at any depth)."""
     out = []
-    texts = [w for w in withheld if w]
+    texts = [w for w in withheld if w] if withheld else ()
     for name, value in arguments.items():
         for leaf in (value,) if type(value) is str else _leaves(value):
             text = leaf if isinstance(leaf, str) else canonical_text(leaf)
@@ -229,7 +229,9 @@ class ProvenancePlan:
         """The violations of one call's ``arguments`` (as :func:`check_provenance`)."""
         tool = self.tool
         shown = visible_results or ()
-        out = quotes_withheld(arguments, marker, [w for w in withheld if w not in shown])
+        out = quotes_withheld(
+            arguments, marker, [w for w in withheld if w not in shown] if withheld else ()
+        )
         flagged = {v.argument for v in out} if out else ()
         leaves: set[str] | None = None
         for name, source, fold, allowed in self._checks:

@@ -39,14 +39,15 @@ __all__ = (
 def call_footprint(toolset: Toolset, call: ToolCall) -> Footprint | Failure:
     """The canonical footprint of ``call``, or why it has none (then it is never certified:
     it runs on its own and gets the serial arm's result). Never raises."""
-    if call.name not in toolset:
+    tool = toolset.get(call.name)
+    if tool is None:
         return Failure("D1", "D1_unknown_tool", f"'{call.name}' is not a tool", call.id)
     arguments = call.args.value
     if arguments is None:
         return Failure(
             "D1", "D1_bad_arguments", f"'{call.name}' arguments are not a JSON object", call.id
         )
-    footprint = toolset[call.name].footprint(arguments, call=(call.id, call.arguments))
+    footprint = tool.footprint(arguments, call=(call.id, call.arguments))
     if footprint.error is not None:
         code = "D1_bad_arguments" if "schema" in footprint.error else "D1_unresolvable_targets"
         return Failure("D1", code, f"'{call.name}': {footprint.error}", call.id)

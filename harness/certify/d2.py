@@ -125,7 +125,7 @@ def provenance_failures(
     found = plan.check(
         arguments, None if view is None else view.visible, marker=marker, withheld=withheld
     )
-    return [_violation(call, v) for v in found]
+    return [_violation(call, v) for v in found] if found else []
 
 
 def dependent_edge(skill: Skill, window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:

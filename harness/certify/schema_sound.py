@@ -63,7 +63,7 @@ class _Placement:
     """Where a call of one tool goes from one phase position, and what admitting it needs
     that does not depend on the call: worked out once per tracker, tool and position."""
 
-    __slots__ = ("clear", "index", "phase", "plans", "rivals", "slots", "withheld")
+    __slots__ = ("clear", "index", "phase", "plans", "pname", "rivals", "slots", "withheld")
 
     def __init__(
         self,
@@ -76,6 +76,7 @@ class _Placement:
     ) -> None:
         self.index = index  # the phase it belongs to (see _SchemaSoundTracker._locate)
         self.phase = phase
+        self.pname = phase.name if phase is not None else None
         self.rivals = rivals  # later phases that may own it instead
         self.slots = slots  # the phase's slot count
         self.plans = plans  # provenance under each phase it may belong to
@@ -88,16 +89,20 @@ class _Placement:
             and tool in phase.tools
             and not phase.result_arguments(tool, phase.name)  # (in_window_placeholders)
         )
-        self.withheld: dict[str, list[str]] = {}  # per open window's phase
+        # Per open window's phase, withheld_arguments: for one phase, the manifest's own
+        # index; with rivals, the union, computed on first use.
+        self.withheld: Mapping[str, Sequence[str]] = (
+            phase.result_sources(tool) if phase is not None and not rivals else {}
+        )
 
     def withheld_from(self, call: ToolCall, window_phase: str) -> Sequence[str]:
         """:func:`~harness.certify.d2.withheld_arguments` for this tool (it reads the name)."""
-        if not self.rivals and self.phase is not None:  # one phase: its own sorted index
-            return self.phase.result_arguments(call.name, window_phase)
+        if not self.rivals:
+            return self.withheld.get(window_phase, ())
         found = self.withheld.get(window_phase)
         if found is None:
-            phases = (self.phase, *self.rivals)
-            found = self.withheld[window_phase] = withheld_arguments(call, phases, window_phase)
+            found = withheld_arguments(call, (self.phase, *self.rivals), window_phase)
+            self.withheld = {**self.withheld, window_phase: found}
         return found
 
 
@@ -214,17 +219,21 @@ class _SchemaSoundTracker(TrackerBase):
     def admit(
         self, call: ToolCall, window: WindowView | None, view: TurnView | None = None
     ) -> Admission:
-        place = self._placement(call.name)
-        index, phase, rivals = place.index, place.phase, place.rivals
+        place = self._here.get(call.name) or self._placement(call.name)
+        index, phase, rivals, pname = place.index, place.phase, place.rivals, place.pname
         if index is not None and index != self.phase_index:
             self._move(index, 0)
-        pname = phase.name if phase else None
         # D2 against the open window: generated while results it needs were withheld
         # (under any phase the call may belong to).
-        if window is not None and window.phase is not None:
-            dependent = place.withheld_from(call, window.phase)
+        wphase = window.phase if window is not None else None
+        if wphase is not None:
+            assert window is not None
+            if rivals:
+                dependent = place.withheld_from(call, wphase)
+            else:
+                dependent = place.withheld.get(wphase, ())
             if dependent:
-                failure = withheld_failure(call, dependent, window.phase)
+                failure = withheld_failure(call, dependent, wphase)
                 closes = self.certificate(window, "D2_dependent_call")
                 return Admission("discard", pname, "D2", closes=closes, failures=(failure,))
         refused = self._provenance(call, place.plans, view)
@@ -238,11 +247,12 @@ class _SchemaSoundTracker(TrackerBase):
             if self.phase_calls == self._full_at:  # no room left: other placements apply
                 self._move(index, self.phase_calls)
         footprint = self.d1.footprint(call)
+        slots = place.slots
         if not (
             place.clear
             and not refused
             and isinstance(footprint, Footprint)
-            and (place.slots is None or self.phase_calls <= place.slots)
+            and (slots is None or self.phase_calls <= slots)
         ):  # some condition may fail: find which, in order (else every one holds)
             failures = self._certify_one(call, phase, footprint)
             if not failures and rivals:
@@ -256,14 +266,14 @@ class _SchemaSoundTracker(TrackerBase):
         assert phase is not None
         assert isinstance(footprint, Footprint)
         closes = None
-        if window is not None and window.phase != pname:
+        if window is not None and wphase != pname:
             closes, window = self.certificate(window, "phase_change"), None
         if window is not None:
             conflict = self.d1.conflict(window, call, footprint)
             if conflict is not None:
                 closes = self.certificate(window, "D1_conflict")
                 return Admission("serial", pname, "D1", closes=closes, failures=(conflict,))
-        done = place.slots is not None and self.phase_calls >= place.slots
+        done = slots is not None and self.phase_calls >= slots
         return self._join(call, window, pname, "certified", slots_done=done, closes=closes)
 
     def _provenance(
