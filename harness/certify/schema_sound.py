@@ -197,7 +197,9 @@ class _SchemaSoundTracker(TrackerBase):
     def _place(self, tool: str) -> _Placement:
         index = self._locate(tool)
         skill = self.skill
-        phase, rivals, slots = None, (), None
+        phase: Phase | None = None
+        rivals: tuple[Phase, ...] = ()
+        slots: int | None = None
         if index is not None and skill is not None:
             phase = skill.phases[index]
             slots = self._slots(phase)
