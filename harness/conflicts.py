@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from harness.effects import Footprint
@@ -130,15 +130,17 @@ def _shared(x: Iterable[str], y: Iterable[str]) -> str:
     return ", ".join(pairs[:3]) + (" …" if len(pairs) > 3 else "")
 
 
-@dataclass
 class _Side:
     """One side (reads or writes) of the members: each exact target and each ancestor of a
     target, mapped to the first member that has it (members are only ever added)."""
 
-    exact: dict[str, Hashable] = field(default_factory=dict)
-    below: dict[str, Hashable] = field(default_factory=dict)  # ancestor -> a member under it
-    unknown: list[Hashable] = field(default_factory=list)
-    members: list[Hashable] = field(default_factory=list)  # every member with a non-empty side
+    __slots__ = ("below", "exact", "members", "unknown")
+
+    def __init__(self) -> None:  # (a plain class: a window builds two per index)
+        self.exact: dict[str, Hashable] = {}
+        self.below: dict[str, Hashable] = {}  # ancestor -> a member under it
+        self.unknown: list[Hashable] = []
+        self.members: list[Hashable] = []  # every member with a non-empty side
 
     def add(self, key: Hashable, targets: frozenset[str] | None) -> None:
         if targets is None:

@@ -321,6 +321,7 @@ class _Template:
     literals: tuple[str, ...]  # one more than fields: the text around each field
     fields: tuple[str, ...]
     unique: tuple[str, ...]  # the fields, each once, in first-use order
+    single: str | None = None  # the field of a template with exactly one (the common case)
 
     @classmethod
     def parse(cls, template: str) -> _Template:
@@ -335,7 +336,8 @@ class _Template:
                 fields.append(name)
                 pending = ""
         literals.append(pending)
-        return cls(tuple(literals), tuple(fields), tuple(dict.fromkeys(fields)))
+        single = fields[0] if len(fields) == 1 else None
+        return cls(tuple(literals), tuple(fields), tuple(dict.fromkeys(fields)), single)
 
     def fill(self, texts: Mapping[str, str]) -> str:
         literals = self.literals
@@ -349,6 +351,16 @@ class _Template:
         """``"doc:{key}"`` with ``key="a"`` -> ``["doc:a"]``; a list argument expands to one
         target per element (a product for several); a missing argument is unknown. Values
         are inserted verbatim (braces in a value are not re-read)."""
+        name = self.single
+        if name is not None:  # one field: the same steps as below, without the mapping
+            if name not in arguments:
+                raise _Unknown(f"argument {name!r} missing")
+            value = arguments[name]
+            if type(value) is str:
+                return [self.literals[0] + value + self.literals[1]]
+            if isinstance(value, list | tuple | set | frozenset):
+                return self._product(arguments)
+            return [self.literals[0] + canonical_text(value) + self.literals[1]]
         texts: dict[str, str] = {}
         for name in self.unique:  # the common case: scalar arguments, one target
             if name not in arguments:
@@ -561,7 +573,7 @@ class Effect:
     def footprint(self, arguments: Mapping[str, Any]) -> Footprint:
         """The canonical targets of a call with these (validated) arguments. Never raises."""
         try:
-            folded = self._folded(arguments)
+            folded = arguments if self.canonical is None else self._folded(arguments)
             writes, why_w = (
                 (frozenset(), "") if self.read_only else self._side(self._writes, folded, "writes")
             )
@@ -598,18 +610,21 @@ class Effect:
             return None, f"{side} undeclared"
         try:
             if callable(spec):
-                out = _from_function(spec, arguments)
+                out = frozenset(_from_function(spec, arguments))
+            elif len(spec) == 1:  # the common case: one template
+                out = frozenset(spec[0].expand(arguments))
             else:
-                out = set()
+                targets: set[str] = set()
                 for template in spec:
-                    out.update(template.expand(arguments))
-                    if len(out) > MAX_TARGETS:
+                    targets.update(template.expand(arguments))
+                    if len(targets) > MAX_TARGETS:
                         raise _Unknown(f"{side} over {MAX_TARGETS} targets")
+                out = frozenset(targets)
         except _Unknown as unknown:
             return None, str(unknown)
         if "" in out:
             return None, f"{side} name the empty target (the root of every resource)"
-        return frozenset(out), ""
+        return out, ""
 
 
 def _from_function(

@@ -44,6 +44,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 from harness.errors import ManifestError
@@ -90,6 +91,7 @@ class ArgSource:
 
 
 _parse_source = functools.lru_cache(maxsize=1024)(ArgSource.parse)
+_NO_RESULTS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -124,11 +126,16 @@ class Phase:
     def in_window_placeholders(self, tool: str) -> list[str]:
         """Arguments of ``tool`` whose value is a result of *this* phase's calls: inside a
         window they would need a withheld result (D2 fails)."""
-        return sorted(
-            arg
-            for (t, arg), src in self.args.items()
-            if t == tool and src.is_result_placeholder and src.ref == self.name
-        )
+        return list(self.result_arguments(tool, self.name))
+
+    def result_arguments(self, tool: str, phase: str) -> tuple[str, ...]:
+        """Arguments of ``tool`` that this phase sources from a result of ``phase``, sorted."""
+        return self.result_sources(tool).get(phase, ())
+
+    def result_sources(self, tool: str) -> Mapping[str, tuple[str, ...]]:
+        """Per phase, the arguments of ``tool`` this phase sources from its results, sorted
+        (read-only: computed once per phase)."""
+        return self._results_by_tool.get(tool, _NO_RESULTS)
 
     def sources(self, tool: str) -> dict[str, ArgSource]:
         return dict(self._sources_by_tool.get(tool, ()))
@@ -140,6 +147,17 @@ class Phase:
         for (t, arg), src in self.args.items():
             grouped.setdefault(t, []).append((arg, src))
         return {t: tuple(pairs) for t, pairs in grouped.items()}
+
+    @functools.cached_property
+    def _results_by_tool(self) -> dict[str, Mapping[str, tuple[str, ...]]]:
+        grouped: dict[str, dict[str, list[str]]] = {}
+        for (t, arg), src in self.args.items():
+            if src.is_result_placeholder and src.ref is not None:
+                grouped.setdefault(t, {}).setdefault(src.ref, []).append(arg)
+        return {
+            t: MappingProxyType({ref: tuple(sorted(a)) for ref, a in refs.items()})
+            for t, refs in grouped.items()
+        }
 
     @functools.cached_property
     def _slot_source(self) -> ArgSource | None:
@@ -160,6 +178,21 @@ class Skill:
             if p.name == name:
                 return p
         raise KeyError(name)
+
+    def later(self, tool: str, index: int) -> tuple[int, ...]:
+        """The indexes of the phases after ``index`` that list ``tool``, in order."""
+        key = (tool, index)
+        found = self._later.get(key)
+        if found is None:
+            phases = self.phases
+            found = tuple(i for i in range(index + 1, len(phases)) if tool in phases[i].tools)
+            self._later[key] = found
+        return found
+
+    # Computed once per skill (per tool and phase): the certifier asks on every call.
+    @functools.cached_property
+    def _later(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        return {}
 
 
 @dataclass(frozen=True)

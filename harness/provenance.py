@@ -41,6 +41,7 @@ from harness.manifest import ArgSource
 
 __all__ = (
     "InputValues",
+    "ProvenancePlan",
     "TurnView",
     "Violation",
     "check_provenance",
@@ -91,7 +92,7 @@ def quotes_withheld(
     """Arguments that contain ``marker`` or the full text of a withheld result (any string
     inside them, at any depth)."""
     out = []
-    texts = [w for w in withheld if w]
+    texts = [w for w in withheld if w] if withheld else ()
     for name, value in arguments.items():
         for leaf in (value,) if type(value) is str else _leaves(value):
             text = leaf if isinstance(leaf, str) else canonical_text(leaf)
@@ -186,49 +187,89 @@ def check_provenance(
     call's turn could see (``None``: the turn is not known, as for calls certified outside a
     run; result-sourced arguments are then not checked); ``withheld``: the texts of results
     withheld from it, where known (with eager dispatch a withheld call may already have its
-    result)."""
-    index = inputs if isinstance(inputs, InputValues) else InputValues(inputs)
-    shown = visible_results or ()
-    out = quotes_withheld(arguments, marker, [w for w in withheld if w not in shown])
-    flagged = {v.argument for v in out}
-    leaves: set[str] | None = None
-    for name, source in sorted(sources.items()):
-        if name in flagged or name not in arguments:
-            continue
-        value = arguments[name]
-        if source.kind == "input":
-            fold = effect.fold_for(name) if effect is not None else None
-            allowed = index.allowed(source.ref, fold)
-            if allowed is None:
+    result). A tracker that checks many calls of one tool compiles a :class:`ProvenancePlan`
+    once instead."""
+    plan = ProvenancePlan(tool, sources, inputs, effect)
+    return plan.check(arguments, visible_results, marker=marker, withheld=withheld)
+
+
+class ProvenancePlan:
+    """:func:`check_provenance` for the calls of one tool under one set of declared sources,
+    with what does not depend on the call worked out once: the sources in argument order,
+    and for each input-sourced argument its fold and the spellings it allows."""
+
+    def __init__(
+        self,
+        tool: str,
+        sources: Mapping[str, ArgSource],
+        inputs: Mapping[str, Any] | InputValues,
+        effect: Effect | None = None,
+    ) -> None:
+        index = inputs if isinstance(inputs, InputValues) else InputValues(inputs)
+        self.tool = tool
+        checks: list[tuple[str, ArgSource, Fold | None, set[str] | None]] = []
+        for name, source in sorted(sources.items()):
+            if source.kind == "input":
+                fold = effect.fold_for(name) if effect is not None else None
+                allowed = index.allowed(source.ref, fold)
+                if allowed is not None:  # no such field: nothing to check against
+                    checks.append((name, source, fold, allowed))
+            elif source.kind == "result":
+                checks.append((name, source, None, None))
+        self._checks = tuple(checks)
+
+    def check(
+        self,
+        arguments: Mapping[str, Any],
+        visible_results: Sequence[str] | None,
+        *,
+        marker: str,
+        withheld: Sequence[str] = (),
+    ) -> list[Violation]:
+        """The violations of one call's ``arguments`` (as :func:`check_provenance`)."""
+        tool = self.tool
+        shown = visible_results or ()
+        out = quotes_withheld(
+            arguments, marker, [w for w in withheld if w not in shown] if withheld else ()
+        )
+        flagged = {v.argument for v in out} if out else ()
+        leaves: set[str] | None = None
+        for name, source, fold, allowed in self._checks:
+            if name in flagged or name not in arguments:
                 continue
-            if _spell(value, fold) in allowed or (
-                isinstance(value, list | tuple) and all(_spell(v, fold) in allowed for v in value)
-            ):
-                continue
-            where = f"input {source.ref!r}" if source.ref else "the task inputs"
-            out.append(
-                Violation(
-                    name,
-                    "not_an_input",
-                    f"'{tool}' argument {name!r} = {_short(value)} is not one of {where}'s "
-                    "values, where the manifest sources it",
+            value = arguments[name]
+            if allowed is not None:  # an input source
+                if (value if fold is None and type(value) is str else _spell(value, fold)) in (
+                    allowed
+                ) or (
+                    isinstance(value, list | tuple)
+                    and all(_spell(v, fold) in allowed for v in value)
+                ):
+                    continue
+                where = f"input {source.ref!r}" if source.ref else "the task inputs"
+                out.append(
+                    Violation(
+                        name,
+                        "not_an_input",
+                        f"'{tool}' argument {name!r} = {_short(value)} is not one of {where}'s "
+                        "values, where the manifest sources it",
+                    )
                 )
-            )
-        elif source.kind == "result" and visible_results is not None:
-            if leaves is None:
-                leaves = set().union(*(_result_leaves(r) for r in visible_results))
-            wanted = value if isinstance(value, list | tuple) else [value]
-            if all(_appears(v, visible_results, leaves) for v in wanted):
-                continue
-            out.append(
-                Violation(
-                    name,
-                    "not_in_visible_results",
-                    f"'{tool}' argument {name!r} = {_short(value)} appears in no result its "
-                    f"turn could see (the manifest sources it from result:{source.ref})",
+            elif visible_results is not None:  # a result source, and the turn is known
+                if leaves is None:
+                    leaves = set().union(*(_result_leaves(r) for r in visible_results))
+                wanted = value if isinstance(value, list | tuple) else [value]
+                if all(_appears(v, visible_results, leaves) for v in wanted):
+                    continue
+                out.append(
+                    Violation(
+                        name,
+                        "not_in_visible_results",
+                        f"'{tool}' argument {name!r} = {_short(value)} appears in no result "
+                        f"its turn could see (the manifest sources it from result:{source.ref})",
+                    )
                 )
-            )
-    return out
+        return out
 
 
 def _spell(value: Any, fold: Fold | None) -> str:

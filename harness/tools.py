@@ -31,7 +31,7 @@ import re
 import typing
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import jsonschema
 import pydantic
@@ -59,6 +59,7 @@ WriteTargets = TargetSpec
 
 ToolFn = Callable[..., Any]
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_T = TypeVar("_T")
 #: The keyword through which a tool that accepts one receives its idempotency key.
 IDEMPOTENCY_KEY_ARG = "idempotency_key"
 #: How many calls' checked arguments a tool keeps between certification and execution.
@@ -497,6 +498,18 @@ class Toolset(Mapping[str, Tool]):
 
     def __getitem__(self, key: str) -> Tool:
         return self._tools[key]
+
+    # Mapping's own versions go through __getitem__ and an exception; the certifier asks on
+    # every call.
+    def __contains__(self, key: object) -> bool:
+        return key in self._tools
+
+    @overload
+    def get(self, key: str, /) -> Tool | None: ...
+    @overload
+    def get(self, key: str, /, default: Tool | _T) -> Tool | _T: ...
+    def get(self, key: str, /, default: Any = None) -> Any:
+        return self._tools.get(key, default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._tools)

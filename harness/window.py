@@ -78,7 +78,7 @@ class Window:
 
     def add(self, call: ToolCall) -> None:
         """``call`` joins the window (membership only; see :meth:`dispatch`)."""
-        if self.closed:
+        if self.certificate is not None:  # closed
             raise ConfigError(f"Window of phase {self.phase!r} is closed; {call.id} cannot join.")
         self.calls.append(call)
 

@@ -39,14 +39,15 @@ __all__ = (
 def call_footprint(toolset: Toolset, call: ToolCall) -> Footprint | Failure:
     """The canonical footprint of ``call``, or why it has none (then it is never certified:
     it runs on its own and gets the serial arm's result). Never raises."""
-    if call.name not in toolset:
+    tool = toolset.get(call.name)
+    if tool is None:
         return Failure("D1", "D1_unknown_tool", f"'{call.name}' is not a tool", call.id)
     arguments = call.args.value
     if arguments is None:
         return Failure(
             "D1", "D1_bad_arguments", f"'{call.name}' arguments are not a JSON object", call.id
         )
-    footprint = toolset[call.name].footprint(arguments, call=(call.id, call.arguments))
+    footprint = tool.footprint(arguments, call=(call.id, call.arguments))
     if footprint.error is not None:
         code = "D1_bad_arguments" if "schema" in footprint.error else "D1_unresolvable_targets"
         return Failure("D1", code, f"'{call.name}': {footprint.error}", call.id)
@@ -115,18 +116,20 @@ class WindowConflicts:
         """The footprint of ``call`` (cached: an admitted call is indexed without another
         resolution)."""
         key = (call.id, call.name, call.arguments)
-        if key not in self._footprints:
+        found = self._footprints.get(key)
+        if found is None:
             if len(self._footprints) > 4096:
                 self._footprints.clear()
-            self._footprints[key] = call_footprint(self.toolset, call)
-        return self._footprints[key]
+            found = self._footprints[key] = call_footprint(self.toolset, call)
+        return found
 
     def conflict(self, window: WindowView, call: ToolCall, footprint: Footprint) -> Failure | None:
         """The first conflict of ``call`` with a call of ``window``, or ``None``."""
         calls = window.calls
         if window is not self._window or len(calls) < self._indexed:
             self._window, self._indexed = window, 0
-            self._index, self._members = ConflictIndex(), {}
+            if self._members:  # (a fresh index is kept for the next window)
+                self._index, self._members = ConflictIndex(), {}
         for position in range(self._indexed, len(calls)):
             member = calls[position]
             found = self.footprint(member)

@@ -32,9 +32,9 @@ from harness.engines.base import ToolCall
 from harness.manifest import ArgSource, Phase, Skill
 from harness.provenance import (
     InputValues,
+    ProvenancePlan,
     TurnView,
     Violation,
-    check_provenance,
     quotes_withheld,
 )
 
@@ -69,15 +69,8 @@ def withheld_arguments(
     phase, under any of the phases the call may belong to (sorted, without repeats)."""
     if window_phase is None:
         return []
-    return sorted(
-        {
-            argument
-            for phase in phases
-            if phase is not None
-            for argument, source in phase.sources(call.name).items()
-            if source.is_result_placeholder and source.ref == window_phase
-        }
-    )
+    found = [p.result_arguments(call.name, window_phase) for p in phases if p is not None]
+    return sorted({argument for arguments in found for argument in arguments})
 
 
 def withheld_failure(call: ToolCall, arguments: Sequence[str], window_phase: str) -> Failure:
@@ -112,30 +105,27 @@ def provenance_failures(
     sources: Mapping[str, ArgSource] | None = None,
     inputs: Mapping[str, Any] | InputValues | None = None,
     effect: Effect | None = None,
+    plan: ProvenancePlan | None = None,
 ) -> list[Failure]:
     """Arguments of ``call`` that quote the marker or a withheld result's text (every
     detector), and, given the manifest's ``sources`` for its tool, arguments whose value
     does not come from there. ``view``: what the call's turn could see (``None`` outside a
-    run: result-sourced values are then not checked)."""
+    run: result-sourced values are then not checked). ``plan``: the sources, inputs and
+    effect compiled once (:class:`~harness.provenance.ProvenancePlan`), instead of the three."""
     arguments = call.args.value
     if arguments is None:
         if marker and marker in call.arguments:
             return [Failure("D2", "D2_quotes_marker", f"'{call.name}' quotes {marker!r}", call.id)]
         return []  # not a JSON object: D1 says so
     withheld = () if view is None else view.withheld
-    if sources is None:
-        return [_violation(call, v) for v in quotes_withheld(arguments, marker, withheld)]
-    found = check_provenance(
-        call.name,
-        arguments,
-        sources,
-        inputs if inputs is not None else {},
-        None if view is None else view.visible,
-        marker=marker,
-        withheld=withheld,
-        effect=effect,
+    if plan is None:
+        if sources is None:
+            return [_violation(call, v) for v in quotes_withheld(arguments, marker, withheld)]
+        plan = ProvenancePlan(call.name, sources, inputs if inputs is not None else {}, effect)
+    found = plan.check(
+        arguments, None if view is None else view.visible, marker=marker, withheld=withheld
     )
-    return [_violation(call, v) for v in found]
+    return [_violation(call, v) for v in found] if found else []
 
 
 def dependent_edge(skill: Skill, window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:

@@ -15,6 +15,7 @@ reason codes:
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Self
@@ -107,13 +108,20 @@ class TrackerBase:
     ) -> Admission:
         """``call`` joins ``window`` (or opens one); the window completes right away when this
         call fills the phase's slot count or the size cap."""
-        calls = [*(window.calls if window is not None else ()), call]
+        before = window.calls if window is not None else ()
         completes = None
-        if slots_done:
-            completes = self._certificate(phase, calls, "slot_closure")
-        elif len(calls) >= self.max_window:
-            completes = self._certificate(phase, calls, "size_cap")
+        if slots_done or len(before) + 1 >= self.max_window:
+            closed_by = "slot_closure" if slots_done else "size_cap"
+            completes = self._certificate(phase, [*before, call], closed_by)
+        elif closes is None:
+            return _plain_join(phase, reason)
         return Admission("join", phase, reason, closes=closes, completes=completes)
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_join(phase: str | None, reason: str) -> Admission:
+    """The common admission (join, nothing closes or completes), made once: it is immutable."""
+    return Admission("join", phase, reason)
 
 
 @dataclass

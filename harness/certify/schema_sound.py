@@ -17,6 +17,7 @@ final answer, or the size cap.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,7 @@ from harness.certify.verdict import (
 from harness.effects import Footprint
 from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
-from harness.provenance import InputValues, TurnView
+from harness.provenance import InputValues, ProvenancePlan, TurnView
 from harness.tools import Toolset
 
 __all__ = ("SchemaSoundDetector",)
@@ -49,12 +50,60 @@ __all__ = ("SchemaSoundDetector",)
 NAME = "schema_sound"
 
 
+@functools.lru_cache(maxsize=1024)
 def _evidence(phase: str | None, n: int) -> tuple[str, ...]:
     return (
         f"D1: {n} calls pairwise commute (effects and targets)",
         f"D2: no argument of phase {phase!r} is a result placeholder into the phase",
         f"D3: manifest marks phase {phase!r} fan_out",
     )
+
+
+class _Placement:
+    """Where a call of one tool goes from one phase position, and what admitting it needs
+    that does not depend on the call: worked out once per tracker, tool and position."""
+
+    __slots__ = ("clear", "index", "phase", "plans", "pname", "rivals", "slots", "withheld")
+
+    def __init__(
+        self,
+        tool: str,
+        index: int | None,
+        phase: Phase | None,
+        rivals: tuple[Phase, ...],
+        slots: int | None,
+        plans: tuple[ProvenancePlan, ...],
+    ) -> None:
+        self.index = index  # the phase it belongs to (see _SchemaSoundTracker._locate)
+        self.phase = phase
+        self.pname = phase.name if phase is not None else None
+        self.rivals = rivals  # later phases that may own it instead
+        self.slots = slots  # the phase's slot count
+        self.plans = plans  # provenance under each phase it may belong to
+        #: D3 (but the slot count) and schema-level D2 hold for every call of the tool here:
+        #: a fan-out phase that lists it, no result placeholder into the phase, no rival.
+        self.clear = bool(
+            phase is not None
+            and phase.is_fan_out
+            and not rivals
+            and tool in phase.tools
+            and not phase.result_arguments(tool, phase.name)  # (in_window_placeholders)
+        )
+        # Per open window's phase, withheld_arguments: for one phase, the manifest's own
+        # index; with rivals, the union, computed on first use.
+        self.withheld: Mapping[str, Sequence[str]] = (
+            phase.result_sources(tool) if phase is not None and not rivals else {}
+        )
+
+    def withheld_from(self, call: ToolCall, window_phase: str) -> Sequence[str]:
+        """:func:`~harness.certify.d2.withheld_arguments` for this tool (it reads the name)."""
+        if not self.rivals:
+            return self.withheld.get(window_phase, ())
+        found = self.withheld.get(window_phase)
+        if found is None:
+            found = withheld_arguments(call, (self.phase, *self.rivals), window_phase)
+            self.withheld = {**self.withheld, window_phase: found}
+        return found
 
 
 class _SchemaSoundTracker(TrackerBase):
@@ -77,6 +126,11 @@ class _SchemaSoundTracker(TrackerBase):
         self.phase_index = 0
         self.phase_calls = 0
         self._slot_counts: dict[str, int | None] = {}
+        # Placements per phase position (see _placement); _here: those of the current one.
+        self._placements: dict[tuple[int, bool], dict[str, _Placement]] = {}
+        self._here: dict[str, _Placement] = {}
+        self._full_at: int | None = None  # the current phase's slot count
+        self._move(0, 0)
 
     def _slots(self, phase: Phase) -> int | None:
         """The phase's slot count for this task (computed once per phase)."""
@@ -98,14 +152,13 @@ class _SchemaSoundTracker(TrackerBase):
         phase (forward only) that lists the tool."""
         if self.skill is None:
             return None
-        phases = self.skill.phases
-        current = phases[self.phase_index]
+        current = self.skill.phases[self.phase_index]
         slots = self._slots(current)
         if tool in current.tools and (slots is None or self.phase_calls < slots):
             return self.phase_index
-        for index in range(self.phase_index + 1, len(phases)):
-            if tool in phases[index].tools:
-                return index
+        later = self.skill.later(tool, self.phase_index)
+        if later:
+            return later[0]
         if tool in current.tools:
             return self.phase_index  # over the slot count: still this phase, but no window
         return None
@@ -122,29 +175,76 @@ class _SchemaSoundTracker(TrackerBase):
         tool that a later phase also lists may belong to either."""
         if self.skill is None or index is None:
             return []
-        phase = self.skill.phases[index]
-        if self._slots(phase) is not None:
+        phases = self.skill.phases
+        if self._slots(phases[index]) is not None:
             return []
-        return [p for p in self.skill.phases[index + 1 :] if tool in p.tools]
+        return [phases[i] for i in self.skill.later(tool, index)]
+
+    def _move(self, index: int, calls: int) -> None:
+        """Set the phase position. :meth:`_locate` depends only on the tool, the current
+        phase and whether it has room, so the placements of that position apply."""
+        self.phase_index, self.phase_calls = index, calls
+        room = True
+        if self.skill is not None:
+            slots = self._full_at = self._slots(self.skill.phases[index])
+            room = slots is None or calls < slots
+        here = self._placements.get((index, room))
+        if here is None:
+            here = self._placements[index, room] = {}
+        self._here = here
+
+    def _placement(self, tool: str) -> _Placement:
+        """The :class:`_Placement` of a call of ``tool`` at the current phase position."""
+        found = self._here.get(tool)
+        if found is None:
+            found = self._here[tool] = self._place(tool)
+        return found
+
+    def _place(self, tool: str) -> _Placement:
+        index = self._locate(tool)
+        skill = self.skill
+        phase: Phase | None = None
+        rivals: tuple[Phase, ...] = ()
+        slots: int | None = None
+        if index is not None and skill is not None:
+            phase = skill.phases[index]
+            slots = self._slots(phase)
+            if slots is None:  # (_rivals, without looking the slot count up again)
+                rivals = tuple(skill.phases[i] for i in skill.later(tool, index))
+        found = self.toolset.get(tool)
+        effect = found.effect if found is not None else None
+        values = self.input_values
+        if rivals:
+            plans = tuple(
+                ProvenancePlan(tool, p.sources(tool), values, effect)
+                for p in (phase, *rivals)
+                if p is not None
+            )
+        else:  # one phase, or none (then only what every detector checks: quotes)
+            plans = (ProvenancePlan(tool, phase.sources(tool) if phase else {}, values, effect),)
+        return _Placement(tool, index, phase, rivals, slots, plans)
 
     def admit(
         self, call: ToolCall, window: WindowView | None, view: TurnView | None = None
     ) -> Admission:
-        index = self._locate(call.name)
-        phase = None if index is None or self.skill is None else self.skill.phases[index]
-        rivals = self._rivals(call.name, index)
+        place = self._here.get(call.name) or self._placement(call.name)
+        index, phase, rivals, pname = place.index, place.phase, place.rivals, place.pname
         if index is not None and index != self.phase_index:
-            self.phase_index, self.phase_calls = index, 0
-        pname = phase.name if phase else None
+            self._move(index, 0)
         # D2 against the open window: generated while results it needs were withheld
         # (under any phase the call may belong to).
-        if window is not None and window.phase is not None:
-            dependent = withheld_arguments(call, (phase, *rivals), window.phase)
+        wphase = window.phase if window is not None else None
+        if wphase is not None:
+            assert window is not None
+            if rivals:
+                dependent = place.withheld_from(call, wphase)
+            else:
+                dependent = place.withheld.get(wphase, ())
             if dependent:
-                failure = withheld_failure(call, dependent, window.phase)
+                failure = withheld_failure(call, dependent, wphase)
                 closes = self.certificate(window, "D2_dependent_call")
                 return Admission("discard", pname, "D2", closes=closes, failures=(failure,))
-        refused = self._provenance(call, (phase, *rivals), view)
+        refused = self._provenance(call, place.plans, view)
         if refused and window is not None:
             # It may have taken a value from a result withheld from its turn: regenerate it
             # after the absorb turn, when every result is in view.
@@ -152,50 +252,50 @@ class _SchemaSoundTracker(TrackerBase):
             return Admission("discard", pname, "D2", closes=closes, failures=tuple(refused))
         if index is not None:
             self.phase_calls += 1
+            if self.phase_calls == self._full_at:  # no room left: other placements apply
+                self._move(index, self.phase_calls)
         footprint = self.d1.footprint(call)
-        failures = self._certify_one(call, phase, footprint)
-        if not failures and rivals:
-            assert phase is not None
-            failures = [ambiguity_failure(call, phase, rivals)]
-        failures.extend(refused)
-        if failures:
-            reason = failures[0].code
-            closes = self.certificate(window, reason) if window is not None else None
-            return Admission("serial", pname, reason, closes=closes, failures=tuple(failures))
+        slots = place.slots
+        if not (
+            place.clear
+            and not refused
+            and isinstance(footprint, Footprint)
+            and (slots is None or self.phase_calls <= slots)
+        ):  # some condition may fail: find which, in order (else every one holds)
+            failures = self._certify_one(call, phase, footprint)
+            if not failures and rivals:
+                assert phase is not None
+                failures = [ambiguity_failure(call, phase, rivals)]
+            failures.extend(refused)
+            if failures:
+                reason = failures[0].code
+                closes = self.certificate(window, reason) if window is not None else None
+                return Admission("serial", pname, reason, closes=closes, failures=tuple(failures))
         assert phase is not None
         assert isinstance(footprint, Footprint)
         closes = None
-        if window is not None and window.phase != pname:
+        if window is not None and wphase != pname:
             closes, window = self.certificate(window, "phase_change"), None
         if window is not None:
             conflict = self.d1.conflict(window, call, footprint)
             if conflict is not None:
                 closes = self.certificate(window, "D1_conflict")
                 return Admission("serial", pname, "D1", closes=closes, failures=(conflict,))
-        slots = self._slots(phase)
         done = slots is not None and self.phase_calls >= slots
         return self._join(call, window, pname, "certified", slots_done=done, closes=closes)
 
     def _provenance(
-        self, call: ToolCall, phases: Sequence[Phase | None], view: TurnView | None
+        self, call: ToolCall, plans: Sequence[ProvenancePlan], view: TurnView | None
     ) -> list[Failure]:
         """Arguments not from their declared sources and arguments that quote a withheld
-        result (:mod:`harness.provenance`), under *every* phase the call may belong to: a
-        violation under any of them refuses the call (its phase is not known, so neither is
-        where its arguments should come from)."""
-        effect = self.toolset[call.name].effect if call.name in self.toolset else None
+        result (:mod:`harness.provenance`), under *every* phase the call may belong to (one
+        plan each): a violation under any of them refuses the call (its phase is not known,
+        so neither is where its arguments should come from)."""
+        if len(plans) == 1:  # (one plan's failures are distinct already: one per argument)
+            return provenance_failures(call, marker=self.marker, view=view, plan=plans[0])
         found: dict[str, Failure] = {}
-        known: list[Phase | None] = [p for p in phases if p is not None]
-        for phase in known or [None]:
-            sources = phase.sources(call.name) if phase is not None else {}
-            for failure in provenance_failures(
-                call,
-                marker=self.marker,
-                view=view,
-                sources=sources,
-                inputs=self.input_values,
-                effect=effect,
-            ):
+        for plan in plans:
+            for failure in provenance_failures(call, marker=self.marker, view=view, plan=plan):
                 found.setdefault(failure.message, failure)
         return list(found.values())
 
