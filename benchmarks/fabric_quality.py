@@ -60,16 +60,16 @@ import structlog
 from harness.benchmarks.fabric_quality_tasks import (
     QUESTIONS,
     QualityTask,
-    answer_key,
     build_graph,
     correct,
+    extract,
     generate_tasks,
     parse_single_pass,
     single_pass_messages,
     tasks_to_jsonl,
     toolset_for,
 )
-from harness.engines.base import Engine, GenerationSettings
+from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolSpec
 from harness.fabric import Fabric, FabricConfig, GatingPolicy, Mechanisms, RepairPolicy
 from harness.tools import Toolset
 
@@ -82,6 +82,7 @@ __all__ = (
     "measure",
     "report",
     "summarise",
+    "warm_up",
     "wilson",
 )
 
@@ -123,14 +124,6 @@ def mcnemar_p(b: int, c: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def _agree(a: str, b: str) -> bool:
-    """Consensus samples agree on their integers when both have some, else on their words."""
-    ia, ib = answer_key(a, "number"), answer_key(b, "number")
-    if ia and ib:
-        return ia == ib
-    return answer_key(a, "text") == answer_key(b, "text")
-
-
 @dataclass(frozen=True)
 class QualitySettings:
     """One experiment: ``max_tokens`` per step (the single pass gets five steps' worth),
@@ -150,11 +143,54 @@ class QualitySettings:
                 constrain=False,
                 stop=("\n",),
             ),
-            gating=GatingPolicy(same=_agree),
+            gating=GatingPolicy(),  # each step votes with its own comparator (same_answer)
             repair=RepairPolicy(max_repairs=self.max_repairs),
             mechanisms=mechanisms,
             model_params=self.model_params,
         )
+
+
+class _Recorder:
+    """The engine, keeping every reply (its step's prompt line, temperature, text) so a run's
+    results show what each sample said, not only each vote's winner."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.name = engine.name
+        self.replies: list[dict[str, Any]] = []
+
+    async def generate(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: GenerationSettings
+    ) -> Completion:
+        completion = await self.engine.generate(messages, tools, settings)
+        prompt = str(messages[-1].get("content") or "").splitlines()
+        self.replies.append(
+            {
+                "step": prompt[0] if prompt else "",
+                "temperature": settings.temperature,
+                "reply": completion.content,
+            }
+        )
+        return completion
+
+    async def aclose(self) -> None:
+        return None  # the caller owns the engine
+
+    async def __aenter__(self) -> _Recorder:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+async def warm_up(engine: Engine) -> None:
+    """One short request before any arm runs, so no arm's first request pays the engine's
+    first-request cost (the single pass did in the first run)."""
+    await engine.generate(
+        [{"role": "user", "content": "Say hello."}],
+        [],
+        GenerationSettings(max_tokens=4, temperature=0.0, constrain=False),
+    )
 
 
 async def _reset(engine: Engine) -> None:
@@ -184,9 +220,11 @@ async def _single_pass(
         "inferences": 1,
         "rounds": 1,
         "tokens": completion.usage.billed_tokens,
+        "replies": [{"step": "single-pass", "temperature": 0.0, "reply": completion.content}],
         "steps": {
             step: {
                 "answer": answers[step],
+                "value": extract(task, step, answers[step]),
                 "status": "ok" if answers[step] is not None else "missing",
                 "correct": correct(task, step, answers[step]),
                 "inferences": 0,
@@ -204,7 +242,8 @@ async def _dag(
     mechanisms: Mechanisms,
     seed: int,
 ) -> dict[str, Any]:
-    fabric = Fabric(engine, toolset=toolset, config=settings.config(mechanisms, seed))
+    recorder = _Recorder(engine)
+    fabric = Fabric(recorder, toolset=toolset, config=settings.config(mechanisms, seed))
     started = time.perf_counter()
     result = await fabric.run(build_graph(task))
     wall = time.perf_counter() - started
@@ -214,6 +253,7 @@ async def _dag(
         answer = node.text if node.released else None
         steps[step] = {
             "answer": answer,
+            "value": extract(task, step, answer),
             "status": node.status,
             "correct": correct(task, step, answer),
             "inferences": node.inferences,
@@ -226,6 +266,7 @@ async def _dag(
         "inferences": figures.inferences,
         "rounds": figures.rounds,
         "tokens": figures.tokens,
+        "replies": recorder.replies,
         "steps": steps,
     }
 
@@ -502,6 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     async def go() -> dict[str, Any]:
         async with _open(args) as engine:
+            await warm_up(engine)
             return await measure(
                 engine, tasks, arms=arms, settings=settings, progress=True, on_task=save
             )

@@ -15,18 +15,27 @@ the extraction steps found (``sum``, ``older``): an extraction error flows downs
 any DAG. Gold answers come from the generator. :func:`generate_tasks` is deterministic in its
 seed; the committed run writes the set it used to ``tasks.jsonl`` beside its table.
 
-**Scoring** (:func:`correct`, against the gold): a numeric step is right when its answer
-holds exactly one integer and it is the gold one ("34", "34 years old"; not "34 + 27 = 61");
-a name or city step when it names the gold and none of the other candidates
-(case-insensitive, whole words).
+**Extraction** (:func:`extract`) is the one reading of a reply that every arm, the scorer,
+the verifiers and the consensus vote share: a numeric step's value is the one integer its
+reply holds ("34", "This person is 34 years old, and the team"; none for "34 + 27 = 61" or
+"about thirty"); a name or city step's value is the one candidate it names (whole words,
+case-insensitive) — for ``older`` the task's two people, for ``city`` the cities the
+generator draws from — and none when it names none or several.
 
-**Verifiers** (what the fabric checks, without the gold): numeric steps must answer with one
-integer; ``older`` must name exactly one of the two people; ``city`` must be grounded, one of
-the values of the record the tool returned. They are format and grounding checks: none
-computes the answer.
+**Scoring** (:func:`correct`, against the gold): the extracted value is the gold one.
 
-**Agreement** between consensus samples compares :func:`answer_key`: the integers of a
-numeric answer, the normalised words of a text answer (so "34" and "34." agree).
+**Verifiers** (what the fabric checks, without the gold), on the extracted value: numeric
+steps and ``older`` must have one; ``city``'s must be grounded, a value of the record the
+tool returned. A verifier therefore rejects exactly the replies the scorer cannot read, plus
+an ungrounded city: none computes the answer.
+
+**Agreement** between consensus samples (:func:`same_answer`, each step's own comparator):
+equal extracted values; a sample without one agrees with no other.
+
+**Consumers** (``sum``, ``older``) are shown each input's extracted value only
+(``[age1] 34``; the reply itself when nothing could be extracted), in every arm: the
+fabric's flag on a contested input stays in the result and the report, not in the prompt,
+where the model copied it instead of answering.
 
 :func:`single_pass_messages` / :func:`parse_single_pass` are the spec's naive contender:
 both records and the five questions in one prompt, answered in one generation.
@@ -37,22 +46,32 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from harness.engines.base import Message
-from harness.fabric import Node, TaskGraph, Verdict, llm_node, predicate, tool_node
+from harness.fabric import (
+    NODE_SYSTEM,
+    Comparator,
+    Node,
+    NodeResult,
+    TaskGraph,
+    Verdict,
+    llm_node,
+    tool_node,
+)
 from harness.tools import Toolset, tool
 
 __all__ = (
     "QUESTIONS",
     "QualityTask",
-    "answer_key",
     "build_graph",
     "correct",
+    "extract",
     "generate_tasks",
     "parse_single_pass",
+    "same_answer",
     "single_pass_messages",
     "tasks_from_jsonl",
     "tasks_to_jsonl",
@@ -100,11 +119,10 @@ class QualityTask:
     def record_text(self, i: int) -> str:
         return "\n".join(f"{k}: {v}" for k, v in self.records[i].items())
 
-    def candidates(self, step: str) -> tuple[str, ...]:
-        """The wrong answers a text step must not name (``older``: the other person)."""
-        if step == "older":
-            return tuple(p for p in self.people if p != self.gold["older"])
-        return ()
+    def options(self, step: str) -> tuple[str, ...]:
+        """The candidates a text step's reply is read against (``older``: the two people;
+        ``city``: every city the generator draws from)."""
+        return self.people if step == "older" else CITIES
 
 
 def generate_tasks(n: int, seed: int = 0) -> list[QualityTask]:
@@ -171,119 +189,125 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.casefold())
 
 
-def answer_key(text: str, kind: Kind) -> str:
-    """What two answers must share to agree: the integers of a numeric answer, the words of
-    a text answer."""
-    if kind == "number":
-        return " ".join(_INTEGER.findall(text))
-    return " ".join(_words(text))
-
-
 def _names(text: str, name: str) -> bool:
     wanted = _words(name)
     words = _words(text)
     return any(words[i : i + len(wanted)] == wanted for i in range(len(words)))
 
 
-def correct(task: QualityTask, step: str, answer: str | None) -> bool:
-    """Is ``answer`` the gold answer of ``step`` (see the module docstring)?"""
-    if answer is None:
-        return False
-    kind = QUESTIONS[step][0]
-    gold = task.gold[step]
-    if kind == "number":
-        return _INTEGER.findall(answer) == [gold]
-    return _names(answer, gold) and not any(_names(answer, c) for c in task.candidates(step))
+def extract(task: QualityTask, step: str, reply: str | None) -> str | None:
+    """The value ``reply`` gives for ``step`` (module docstring), or ``None`` when it gives
+    none or several."""
+    if reply is None:
+        return None
+    if QUESTIONS[step][0] == "number":
+        found = _INTEGER.findall(reply)
+        return str(int(found[0])) if len(found) == 1 else None
+    named = [c for c in task.options(step) if _names(reply, c)]
+    return named[0] if len(named) == 1 else None
 
 
-def _one_integer(result: Any) -> Verdict:
-    found = _INTEGER.findall(result.text)
-    if len(found) == 1:
-        return Verdict(True, verifier="one_integer")
-    return Verdict(
-        False,
-        f"the answer must be one number, it has {len(found)}; answer with the number only",
-        "one_integer",
-    )
+def correct(task: QualityTask, step: str, reply: str | None) -> bool:
+    """Is the value ``reply`` gives for ``step`` the gold one?"""
+    return extract(task, step, reply) == task.gold[step]
 
 
-def _grounded(values: Sequence[str]) -> Any:
-    keys = {" ".join(_words(v)) for v in values}
+def same_answer(task: QualityTask, step: str) -> Comparator:
+    """``step``'s consensus comparator: two samples agree when they give the same value."""
 
-    def check(result: Any) -> bool:
-        return " ".join(_words(result.text)) in keys
+    def same(a: str, b: str) -> bool:
+        value = extract(task, step, a)
+        return value is not None and value == extract(task, step, b)
 
-    return predicate(
-        check, "the answer is not a value of the record; copy the city from it", name="grounded"
-    )
+    return same
 
 
-def _one_of(names: Sequence[str]) -> Any:
-    def check(result: Any) -> bool:
-        return sum(_names(result.text, n) for n in names) == 1
+@dataclass(frozen=True)
+class _Extracted:
+    """A step's verifier: its reply must give a value (module docstring); ``city``'s must
+    be a value of the record the tool returned."""
 
-    return predicate(
-        check, f"name exactly one of {' or '.join(names)}", name=f"one_of({', '.join(names)})"
-    )
+    task: QualityTask
+    step: str
+
+    @property
+    def name(self) -> str:
+        return f"extracted({self.step})"
+
+    def __call__(self, result: Any) -> Verdict:
+        task, step = self.task, self.step
+        value = extract(task, step, result.text)
+        if value is None:
+            what = {
+                "city": "one city",
+                "older": f"exactly one of {' or '.join(task.people)}",
+            }.get(step, "one number")
+            return Verdict(False, f"the answer must name {what}; answer with it only", self.name)
+        if step == "city" and value.casefold() not in {
+            v.casefold() for v in task.records[0].values()
+        }:
+            return Verdict(
+                False, f"{value} is not in the record; copy the city from the record", self.name
+            )
+        return Verdict(True, verifier=self.name)
+
+
+def _shown(task: QualityTask, dep: str, result: NodeResult) -> str:
+    value = extract(task, dep, result.text)
+    return f"[{dep}] {value if value is not None else result.text.strip()}"
 
 
 def build_graph(task: QualityTask) -> TaskGraph:
     """The task's DAG (module docstring); verifiers run only when the mechanism is on."""
     one, two = task.people
-    crit = {step: QUESTIONS[step][1] for step in QUESTIONS}
-    high = {step: QUESTIONS[step][2] for step in QUESTIONS}
 
-    def ask(step: str, prompt: str, deps: list[str], verifiers: list[Any]) -> Node:
+    def ask(step: str, prompt: str, deps: list[str]) -> Node:
+        _, crit, high = QUESTIONS[step]
+        consumes = all(d in QUESTIONS for d in deps)
         return llm_node(
             step,
             prompt,
             deps,
-            criticality=crit[step],
-            high_stakes=high[step],
-            verifiers=verifiers,
+            criticality=crit,
+            high_stakes=high,
+            verifiers=[_Extracted(task, step)],
+            messages=_consumer_messages(task, prompt, deps) if consumes else None,
+            same=same_answer(task, step),
         )
 
     return TaskGraph(
         [
             tool_node("A", "lookup", {"person": one}),
             tool_node("B", "lookup", {"person": two}),
-            ask(
-                "city",
-                "What city does this person live in? Answer with the city only.",
-                ["A"],
-                [_grounded(list(task.records[0].values()))],
-            ),
-            ask(
-                "age1",
-                "How old is this person? Answer with the number only.",
-                ["A"],
-                [_one_integer],
-            ),
-            ask(
-                "age2",
-                "How old is this person? Answer with the number only.",
-                ["B"],
-                [_one_integer],
-            ),
-            ask(
-                "sum",
-                "Add these two ages. Answer with one number only.",
-                ["age1", "age2"],
-                [_one_integer],
-            ),
+            ask("city", "What city does this person live in? Answer with the city only.", ["A"]),
+            ask("age1", "How old is this person? Answer with the number only.", ["A"]),
+            ask("age2", "How old is this person? Answer with the number only.", ["B"]),
+            ask("sum", "Add these two ages. Answer with one number only.", ["age1", "age2"]),
             ask(
                 "older",
                 f"{one}'s age is in [age1] and {two}'s age is in [age2]. Who is older, {one} "
                 f"or {two}? Answer with the name only.",
                 ["age1", "age2"],
-                [_one_of(task.people)],
             ),
         ]
     )
 
 
+def _consumer_messages(
+    task: QualityTask, prompt: str, deps: Sequence[str]
+) -> Callable[[Mapping[str, NodeResult]], list[Message]]:
+    """A consumer's chat: the fabric's default layout, each input shown as its value only."""
+
+    def messages(inputs: Mapping[str, NodeResult]) -> list[Message]:
+        shown = "\n".join(_shown(task, dep, inputs[dep]) for dep in deps)
+        user = f"{prompt}\n\nOutputs of the steps this one builds on:\n{shown}"
+        return [{"role": "system", "content": NODE_SYSTEM}, {"role": "user", "content": user}]
+
+    return messages
+
+
 _SINGLE_SYSTEM = "Answer every question, briefly, one line per question."
-_LINE = re.compile(r"^\s*Q\s*(\d)\s*[:.)-]\s*(.*)$", re.IGNORECASE)
+_LINE = re.compile(r"^\s*(?:A|Answer|Q)\s*(\d)\s*[:.)-]\s*(.*)$", re.IGNORECASE)
 _ORDER = ("city", "age1", "age2", "sum", "older")
 
 
@@ -299,19 +323,21 @@ def single_pass_messages(task: QualityTask) -> list[Message]:
     ]
     body = (
         f"Records:\n{task.record_text(0)}\n\n{task.record_text(1)}\n\n"
-        "Answer each question on its own line as 'Q1: answer', with the answer only.\n"
-        + "\n".join(f"Q{i + 1}: {q}" for i, q in enumerate(questions))
+        + "\n".join(f"Question {i + 1}. {q}" for i, q in enumerate(questions))
+        + "\n\nAnswer each question on its own line as 'A1: answer', with the answer only."
     )
     return [{"role": "system", "content": _SINGLE_SYSTEM}, {"role": "user", "content": body}]
 
 
 def parse_single_pass(text: str) -> Mapping[str, str | None]:
-    """Step id -> the answer on its ``Qk:`` line (``None`` when the line is missing)."""
+    """Step id -> the answer on its ``Ak:`` line (``Qk:`` too; ``None`` when the line is
+    missing). A line that repeats a question (it ends with ``?``) is no answer."""
     found: dict[str, str | None] = dict.fromkeys(_ORDER)
     for line in text.splitlines():
         match = _LINE.match(line)
         if match and 1 <= int(match[1]) <= len(_ORDER):
             step = _ORDER[int(match[1]) - 1]
-            if found[step] is None:
-                found[step] = match[2].strip()
+            answer = match[2].strip()
+            if found[step] is None and answer and not answer.endswith("?"):
+                found[step] = answer
     return found

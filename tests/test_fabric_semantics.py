@@ -108,6 +108,23 @@ async def test_a_declared_agreement_threshold_decides_instead_of_the_majority():
     assert "needs an agreement of 0.8" in contested.note
 
 
+async def test_a_nodes_own_comparator_decides_its_vote_over_the_policys():
+    answers = {0.3: "34 years", 0.6: "34.", 0.9: "I think 34"}
+    engine = TemperatureEngine(script=by_temperature(answers))
+    digits = "".join
+    by_number = step(
+        "N",
+        criticality="moderate",
+        high_stakes=True,
+        same=lambda a, b: digits(filter(str.isdigit, a)) == digits(filter(str.isdigit, b)),
+    )
+    by_text = step("T", criticality="moderate", high_stakes=True)
+    result = await Fabric(engine).run([by_number, by_text])
+    assert result.nodes["N"].status == "ok"
+    assert result.nodes["N"].agreement == pytest.approx(1.0)
+    assert result.nodes["T"].status == "contested"  # the policy's default: the words differ
+
+
 def test_an_agreement_threshold_outside_zero_one_is_a_config_error():
     with pytest.raises(ConfigError, match=r"agreement is 1.5; use a share in \(0, 1\]"):
         GatingPolicy(agreement=1.5)

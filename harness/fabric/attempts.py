@@ -371,7 +371,7 @@ class NodeRunner:
             return _Output(text, text, gate.mode, winner)
         temps = [batch[i].temperature for i, _ in came]
         samples = [c for _, c in came]
-        ballot = vote(samples, temps, same=config.gating.same)
+        ballot = vote(samples, temps, same=node.same or config.gating.same)
         winner = samples[ballot.winner]
         text = winner.content if winner.content is not None else completion_text(winner)
         note = config.gating.disagreement(ballot, requested=len(batch)) or ""

@@ -63,7 +63,8 @@ SINGLE = Gate("single")
 class GatingPolicy:
     """The gating table above, with every number configurable.
 
-    ``same`` is the vote's comparator (default: :func:`~harness.fabric.consensus.equivalent`).
+    ``same`` is the vote's comparator (default: :func:`~harness.fabric.consensus.equivalent`);
+    a node's own ``Node.same`` takes precedence.
     ``agreement``: the share of the samples requested the winner needs (``None``: a strict
     majority). Turning consensus off altogether is a mechanism switch
     (:class:`~harness.fabric.config.Mechanisms`).

@@ -25,6 +25,7 @@ from typing import Any
 
 from harness.engines.base import Message
 from harness.errors import ConfigError
+from harness.fabric.consensus import Comparator
 from harness.fabric.result import NodeKind, NodeResult
 from harness.fabric.verify import Verdict, Verifier
 
@@ -79,7 +80,9 @@ class Node:
     done and verified). ``criticality`` and ``high_stakes`` gate consensus for LLM nodes
     (:mod:`harness.fabric.gating`); ``high_stakes=None`` asks the gating policy.
     ``verifiers`` check this node's own output off the critical path; a rejection triggers
-    the repair policy. ``max_tokens`` overrides the run's generation budget for this node;
+    the repair policy. ``same`` is this node's consensus comparator (when its answers need
+    their own notion of agreement, e.g. the integer a reply names); default: the gating
+    policy's. ``max_tokens`` overrides the run's generation budget for this node;
     ``timeout_s`` bounds the node's whole run (every attempt, its verification and repairs;
     default: ``FabricConfig.node_timeout_s``): past it the node fails and its requests are
     cancelled.
@@ -99,6 +102,7 @@ class Node:
     verifiers: tuple[Verifier, ...] = field(default=(), compare=False)
     max_tokens: int | None = None
     timeout_s: float | None = None
+    same: Comparator | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
@@ -137,8 +141,10 @@ def llm_node(
     messages: MessagesFn | None = None,
     max_tokens: int | None = None,
     timeout_s: float | None = None,
+    same: Comparator | None = None,
 ) -> Node:
-    """One generation: ``prompt`` plus the outputs of ``deps``."""
+    """One generation: ``prompt`` plus the outputs of ``deps``; ``same``: its consensus
+    comparator (default: the gating policy's)."""
     return Node(
         id,
         "llm",
@@ -151,6 +157,7 @@ def llm_node(
         verifiers=tuple(verifiers),
         max_tokens=max_tokens,
         timeout_s=timeout_s,
+        same=same,
     )
 
 
