@@ -202,6 +202,10 @@ def _check(example: Example, done: subprocess.CompletedProcess[str]) -> None:
         missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", done.stderr)
         if missing and missing[1].partition(".")[0] in OPTIONAL:
             pytest.skip(f"{where} needs the optional package {missing[1]!r}")
+        # The harness's own message for a missing extra (a ConfigError naming it).
+        extra = re.search(r"ConfigError: .*pip install 'agent-harness\[(\w+)\]'", done.stderr)
+        if extra:
+            pytest.skip(f"{where} needs the optional extra {extra[1]!r}")
         pytest.fail(
             f"{where}: the example exited with {done.returncode}.\n"
             f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}",
