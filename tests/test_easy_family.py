@@ -26,7 +26,7 @@ from harness.cli import main
 from harness.engines.base import ToolCall
 from harness.errors import ConfigError
 from harness.loop import LoopConfig, run_loop
-from harness.loop.input_enums import open_slot_specs
+from harness.loop.input_enums import open_slot_count, open_slot_specs
 from harness.testing import ScriptedEngine
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -166,6 +166,43 @@ def test_open_slots_keep_a_shared_value_and_close_a_tool_once_every_slot_is_fill
     assert open_slot_specs(specs, []) is None
     again = [*calls[:1], calls[0]]  # a repeated call fills no new slot
     assert open_slot_specs(specs, again) == one
+
+
+def test_the_open_slot_count_is_what_a_serial_run_could_still_call() -> None:
+    wt = task_by_id(FAMILY, "easy_fan_out-04")  # easy_tag, 3 keys, one shared tag
+    toolset, _ = wt.toolset()
+    from harness.loop.input_enums import input_enum_specs, skill_specs
+
+    skill = MANIFEST.skill(wt.skill)
+    specs = input_enum_specs(skill_specs(toolset.specs(), skill), skill, wt.task.inputs)
+    tag, keys = wt.task.inputs["tag"], list(wt.task.inputs["keys"])
+    calls = [
+        ToolCall(f"c{i}", "add_tag", json.dumps({"key": k, "tag": tag})) for i, k in enumerate(keys)
+    ]
+    assert open_slot_count(specs, []) == 3
+    assert open_slot_count(specs, calls[:1]) == 2
+    assert open_slot_count(specs, [calls[0], calls[0]]) == 2  # a duplicate fills no new slot
+    assert open_slot_count(specs, calls) == 0
+    # A tool with an argument the manifest does not bound has no slots to count.
+    assert open_slot_count(toolset.specs(), []) is None
+
+
+def test_a_parallel_message_is_capped_at_the_open_slots() -> None:
+    """P's one message may list at most as many calls as slots are open (the model otherwise
+    lists duplicates up to ``max_window``); S's turns are untouched."""
+    wt = task_by_id(FAMILY, "easy_fan_out-04")  # 3 keys
+
+    async def requests(arm: str) -> list[Any]:
+        toolset, _ = wt.toolset(latency=0.0)
+        config = LoopConfig(arm=arm, policy="model", skill_tools=True, open_slots=True)  # type: ignore[arg-type]
+        async with ScriptedEngine(_first_call) as engine:
+            await run_loop(engine, toolset, wt.task, config, manifest=MANIFEST)
+        return engine.requests
+
+    parallel = anyio.run(requests, "P")
+    assert parallel[0].settings.max_parallel_calls == 3
+    assert parallel[1].settings.max_parallel_calls == 2  # one key called
+    assert all(r.settings.max_parallel_calls is None for r in anyio.run(requests, "S"))
 
 
 def test_the_levers_are_part_of_the_bench_plan_and_old_plans_keep_their_fingerprint(

@@ -22,7 +22,9 @@ called is *closed*: the grammar leaves it out, and when every tool of the run is
 the final answer remains. Only the reply grammar narrows (``GenerationSettings.grammar_tools``);
 the prompt keeps the full enums, so its prefix is stable. The calls counted are the ones
 emitted into the context, withheld results included, so every arm narrows alike; inside one
-parallel message duplicates are not excluded (that is the P+V validator's job). What the model
+parallel message duplicates are not excluded (that is the P+V validator's job), but the
+message is capped at the open slots' count (:func:`open_slot_count`), the most calls a serial
+run could still make. What the model
 still decides: whether to call at all, which open value when several enum arguments remain
 free, and its answer.
 
@@ -43,7 +45,13 @@ from typing import Any
 from harness.engines.base import ToolCall, ToolSpec
 from harness.manifest import ArgSource, Skill
 
-__all__ = ("input_enum_specs", "input_values", "open_slot_specs", "skill_specs")
+__all__ = (
+    "input_enum_specs",
+    "input_values",
+    "open_slot_count",
+    "open_slot_specs",
+    "skill_specs",
+)
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -155,17 +163,51 @@ def open_slot_specs(specs: Sequence[ToolSpec], calls: Sequence[ToolCall]) -> lis
     return out if changed else None
 
 
-def _all_called(enums: Mapping[str, Sequence[str]], calls: Sequence[Mapping[str, Any]]) -> bool:
-    """Every combination of the enum arguments' values was called."""
+def open_slot_count(specs: Sequence[ToolSpec], calls: Sequence[ToolCall]) -> int | None:
+    """How many calls can still fill an open slot, given the ``calls`` emitted so far: per
+    tool, its enum combinations not yet called; ``None`` (no bound) when a tool has an argument
+    without an enum (it has no slots to count). A parallel message is capped at this many
+    calls, as a serial run can make at most this many before every tool is closed."""
+    combos: dict[str, list[Mapping[str, Any]]] = {}
+    for call in calls:
+        combos.setdefault(call.name, []).append(dict(call.args.value or {}))
+    total = 0
+    for spec in specs:
+        function = spec.get("function", spec)
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        if not properties:
+            return None
+        enums = {
+            a: [_key(v) for v in p["enum"]]
+            for a, p in properties.items()
+            if isinstance(p, dict) and isinstance(p.get("enum"), list)
+        }
+        if len(enums) < len(properties):
+            return None
+        total += _needed(enums) - len(_seen(enums, combos.get(str(function.get("name")), [])))
+    return total
+
+
+def _needed(enums: Mapping[str, Sequence[str]]) -> int:
     needed = 1
     for values in enums.values():
         needed *= len(set(values))
-    seen = {
+    return needed
+
+
+def _seen(
+    enums: Mapping[str, Sequence[str]], calls: Sequence[Mapping[str, Any]]
+) -> set[tuple[str, ...]]:
+    return {
         tuple(_key(c.get(a)) for a in enums)
         for c in calls
         if all(_key(c.get(a)) in enums[a] for a in enums)
     }
-    return len(seen) >= needed
+
+
+def _all_called(enums: Mapping[str, Sequence[str]], calls: Sequence[Mapping[str, Any]]) -> bool:
+    """Every combination of the enum arguments' values was called."""
+    return len(_seen(enums, calls)) >= _needed(enums)
 
 
 def _key(value: Any) -> str:

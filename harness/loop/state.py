@@ -37,7 +37,12 @@ from harness.journal.turns import JournaledTurns
 from harness.ledger import CallRecord, Ledger, TurnRecord, WindowRecord
 from harness.loop.budgets import Budgets, Counters
 from harness.loop.config import LoopConfig
-from harness.loop.input_enums import input_enum_specs, open_slot_specs, skill_specs
+from harness.loop.input_enums import (
+    input_enum_specs,
+    open_slot_count,
+    open_slot_specs,
+    skill_specs,
+)
 from harness.loop.policy import PolicyStrategy
 from harness.loop.transcript import Transcript
 from harness.manifest import Skill
@@ -147,11 +152,18 @@ class RunState:
 
     def narrowed(self, settings: GenerationSettings) -> GenerationSettings:
         """``settings`` with the reply grammar narrowed to the open slots (``open_slots``;
-        forced replies are left alone)."""
+        forced replies are left alone) and a parallel message capped at their count."""
         if not self.config.open_slots or self.skill is None or settings.forced is not None:
             return settings
-        grammar = open_slot_specs(self.specs, self.transcript.emitted_calls())
-        return settings if grammar is None else replace(settings, grammar_tools=tuple(grammar))
+        emitted = self.transcript.emitted_calls()
+        grammar = open_slot_specs(self.specs, emitted)
+        if grammar is not None:
+            settings = replace(settings, grammar_tools=tuple(grammar))
+        if settings.max_parallel_calls is not None:  # a parallel message: at most the open slots
+            slots = open_slot_count(self.specs, emitted)
+            if slots is not None and 0 < slots < settings.max_parallel_calls:
+                settings = replace(settings, max_parallel_calls=slots)
+        return settings
 
     async def sample(self, settings_list: Sequence[GenerationSettings]) -> list[Completion]:
         """The completions of the next ``len(settings_list)`` turns, drawn as one batch (P+V's
