@@ -12,6 +12,7 @@ from harness.errors import ConfigError
 __all__ = ("add_engine_arguments", "open_engine")
 
 ENGINES = ("vllm", "http", "scripted")
+DTYPES = ("bfloat16", "float16", "float32")
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +51,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--api-key", default=None, help="for --engine http: bearer token (or OPENAI_API_KEY)"
     )
+    group.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default=None,
+        help="for --engine vllm: the weights' dtype (default bfloat16). On a CPU without "
+        "native bf16 (AVX2 only) float32 prefills ~5x faster and decodes ~1.7x slower",
+    )
 
 
 @asynccontextmanager
@@ -77,5 +85,7 @@ async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
         return
     from harness.engines.vllm import open_default_engine
 
-    async with open_default_engine(args.model) as engine:
+    dtype = getattr(args, "dtype", None)
+    overrides = {} if dtype is None else {"dtype": dtype}
+    async with open_default_engine(args.model, **overrides) as engine:
         yield engine
