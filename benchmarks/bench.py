@@ -29,7 +29,7 @@ import json
 import platform
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -154,10 +154,12 @@ def _spec(plan: BenchPlan, label: str, policy: str, detector: str = "schema_soun
 
 
 #: ``--quick``: the gold policy's S, F and P on two n = 6 fan-out tasks (two real windows of
-#: the size R1 judges), and the model policy's S, F and P on one of them. No heuristic control,
-#: no BFCL: a few minutes on 2 CPU cores, engine start included.
+#: the size R1 judges), and the model policy's S, F and P on two tasks of the family the 135M
+#: model can solve (``easy_fan_out``: a write task and a read task whose answer the model must
+#: find in a result), with the manifest-guided levers on (the same for every arm). No heuristic
+#: control, no BFCL: a few minutes on 2 CPU cores, engine start included.
 QUICK_GOLD_TASKS: tuple[str, ...] = ("fan_out-06", "fan_out-07")
-QUICK_MODEL_TASKS: tuple[str, ...] = ("fan_out-06",)
+QUICK_MODEL_TASKS: tuple[str, ...] = ("easy_fan_out-04", "easy_fan_out-10")
 QUICK_ARMS: tuple[str, ...] = ("S", "F", "P")
 
 
@@ -174,15 +176,17 @@ def quick_description(plan: BenchPlan, *, distributed: bool = False) -> str:
         f"Quick comparison: arms {' vs '.join(arms)} on the n = 6 fan-out tasks "
         f"{', '.join(QUICK_GOLD_TASKS)} under the gold policy (decoding forced to the gold calls: "
         "same tokens in every arm, so any wall-time difference is the harness's), and the same "
-        f"arms on {', '.join(QUICK_MODEL_TASKS)} under the model policy (the 135M model chooses; "
+        f"arms on {', '.join(QUICK_MODEL_TASKS)} (a write and a read task of the easy_fan_out "
+        "family, --skill-tools --open-slots) under the model policy (the 135M model chooses; "
         "when it cannot solve the task that is a measurement, not a harness failure). "
         f"{sharing} Skipped here: the phase-heuristic control, "
         "BFCL (R4), chain and mixed tasks: `harness bench` runs the whole protocol."
     )
 
 
-def _quick_jobs(plan: BenchPlan, tasks: Sequence[WorkloadTask]) -> list[PlannedJob]:
-    by_id = {t.id: t for t in tasks}
+def _quick_jobs(plan: BenchPlan) -> list[PlannedJob]:
+    by_id = {t.id: t for t in workload_tasks(plan.seed)}
+    levers = replace(plan, skill_tools=True, open_slots=True)  # the model-policy jobs' levers
     jobs = []
     for policy, ids in (("gold", QUICK_GOLD_TASKS), ("model", QUICK_MODEL_TASKS)):
         if policy not in plan.policies:
@@ -190,7 +194,7 @@ def _quick_jobs(plan: BenchPlan, tasks: Sequence[WorkloadTask]) -> list[PlannedJ
         for task_id in ids:
             for label in QUICK_ARMS:
                 if label in plan.arms and (policy == "gold" or label in plan.model_arms):
-                    spec = _spec(plan, label, policy)
+                    spec = _spec(levers if policy == "model" else plan, label, policy)
                     jobs.append(PlannedJob(job_id(task_id, spec), by_id[task_id], None, spec))
     return jobs
 
@@ -209,7 +213,7 @@ def plan_jobs(plan: BenchPlan) -> list[PlannedJob]:
     if plan.task_ids:
         tasks = select_tasks(workload_tasks(plan.seed), plan.task_ids)
     elif plan.quick:
-        return _quick_jobs(plan, tasks)
+        return _quick_jobs(plan)
     jobs: list[PlannedJob] = []
     for wt in tasks:
         for policy in plan.policies:
@@ -489,8 +493,6 @@ async def _run_locked(
     todo = [p for p in planned if p.id not in done]
     manifest = load_workspace_manifest()
     progress = Progress(len(todo), "jobs", failed_label="harness failure(s)")
-    if plan.quick and not plan.task_ids:
-        print(quick_description(plan, distributed=executor is not None))
     if jobs:
         print(
             f"resuming: {len(done)} job(s) already in {results_path}, {len(todo)} to run"

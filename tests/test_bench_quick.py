@@ -12,6 +12,7 @@ import pytest
 from harness.benchmarks.bench import (
     QUICK_ARMS,
     QUICK_GOLD_TASKS,
+    QUICK_MODEL_TASKS,
     BenchPlan,
     plan_jobs,
     quick_description,
@@ -23,16 +24,21 @@ from harness.cli import main
 from harness.testing import ScriptedEngine
 
 
-def test_the_quick_plan_compares_S_F_and_P_on_two_n6_fan_out_tasks_and_one_model_task() -> None:
+def test_the_quick_plan_compares_S_F_and_P_on_two_n6_fan_out_tasks_and_two_feasible_ones() -> None:
     jobs = plan_jobs(BenchPlan(out=Path("q"), quick=True))
     gold = [j for j in jobs if j.spec.policy == "gold"]
     model = [j for j in jobs if j.spec.policy == "model"]
     assert {j.workload.id for j in gold if j.workload} == set(QUICK_GOLD_TASKS)
-    assert all(j.workload is not None and j.workload.windows == (6,) for j in jobs)
+    assert all(j.workload is not None and j.workload.windows == (6,) for j in gold)
     assert sorted(j.spec.label for j in gold) == sorted(QUICK_ARMS * 2)
-    assert sorted(j.spec.label for j in model) == sorted(QUICK_ARMS)
+    # The model decides on tasks it can do: the easy family, with the levers, in every arm.
+    assert {j.workload.id for j in model if j.workload} == set(QUICK_MODEL_TASKS)
+    assert {j.workload.kind for j in model if j.workload} == {"easy_fan_out"}
+    assert sorted(j.spec.label for j in model) == sorted(QUICK_ARMS * 2)
+    assert all(j.spec.skill_tools and j.spec.open_slots for j in model)
+    assert not any(j.spec.skill_tools or j.spec.open_slots for j in gold)
     assert not any(j.bfcl for j in jobs)
-    assert len(jobs) == 9
+    assert len(jobs) == 12
 
 
 def test_the_quick_plan_says_what_it_compares_and_what_it_skips() -> None:
@@ -133,3 +139,26 @@ def test_an_interrupted_segment_still_counts_in_the_wall_time(tmp_path: Path) ->
     (first,) = load_segments(tmp_path)
     assert first["jobs_run"] == 1
     assert first["wall_s"] >= 1.5  # the part of 3 s after the plan was loaded
+
+
+def test_dtype_reaches_the_embedded_engine_and_quick_says_what_it_runs_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--dtype`` is a VLLMSettings override; the quick description is printed before the
+    engine's minute of start-up, not after it."""
+    import contextlib
+
+    seen: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def fake_default_engine(model: Any, **overrides: Any) -> Any:
+        seen.update(overrides, said=capsys.readouterr().out)
+        raise RuntimeError("stop here")  # the engine never starts in a unit test
+        yield  # pragma: no cover
+
+    monkeypatch.setattr("harness.engines.vllm.open_default_engine", fake_default_engine)
+    argv = ["bench", "--quick", "--out", str(tmp_path), "--dtype", "float32"]
+    with pytest.raises(RuntimeError, match="stop here"):
+        main(argv)
+    assert seen["dtype"] == "float32"
+    assert "Quick comparison" in seen["said"]

@@ -45,7 +45,7 @@ with their counts), 2 for a usage mistake, 130/143 when interrupted by SIGINT/SI
 
 EPILOG = """\
 examples:
-  harness bench --quick                          # S vs F vs P on n = 6 fan-out windows: ~3-4 minutes
+  harness bench --quick                          # S vs F vs P, gold and model policy: ~4 minutes
   harness bench --out runs/full                  # the full protocol (tens of minutes on 2 CPU cores)
   harness bench --out runs/full                  # ...interrupted? the same command resumes
   harness bench --out runs/full --retry-failed   # ...and run the jobs that errored again
@@ -70,8 +70,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="S, F and P on two n = 6 fan-out tasks (gold policy) and on one of them under the "
-        "model policy: 9 jobs, no heuristic control, no BFCL",
+        help="S, F and P on two n = 6 fan-out tasks (gold policy) and on two easy_fan_out tasks "
+        "under the model policy (with --skill-tools --open-slots): 12 jobs, no heuristic "
+        "control, no BFCL",
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="output directory (default runs/quick or runs/full)"
@@ -199,6 +200,11 @@ def run(args: argparse.Namespace) -> int:
         command=_command_line(), input_enums=levers["input_enums"],
         skill_tools=levers["skill_tools"], open_slots=levers["open_slots"],
     )  # fmt: skip
+
+    if plan.quick and not plan.task_ids:  # said before the engine's minute of start-up
+        from harness.benchmarks.bench import quick_description
+
+        print(quick_description(plan, distributed=args.ray is not None), flush=True)
 
     async def go() -> dict[str, Any]:
         if args.ray is not None:
