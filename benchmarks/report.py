@@ -134,6 +134,13 @@ def _bfcl_quirks(bfcl: Mapping[str, Any]) -> dict[str, list[str]]:
         return {}
 
 
+def _loops(meta: Mapping[str, Any]) -> int:
+    """How many loops shared one engine in the run (the plan's concurrency; 1 if unknown)."""
+    plan = meta.get("plan")
+    value = plan.get("concurrency") if isinstance(plan, Mapping) else None
+    return int(value) if isinstance(value, int) and value > 0 else 1
+
+
 def write_report(
     jobs: Sequence[Mapping[str, Any]],
     out: Path,
@@ -148,7 +155,7 @@ def write_report(
     simple = tuple(bfcl.get("simple/S", [0, 0]))
     parallel = tuple(bfcl.get("parallel/P", [0, 0]))
     verdicts = [
-        verdict_r1(windows, regime),
+        verdict_r1(windows, regime, loops=_loops(meta)),
         verdict_r2(jobs),
         verdict_r3(jobs, budget_pp=regime.accuracy_budget_pp),
         verdict_r4((simple[0], simple[1]), (parallel[0], parallel[1]), declared_pp=declared_gap_pp),

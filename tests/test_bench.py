@@ -45,6 +45,17 @@ def test_R1_is_violated_when_the_measured_dividend_is_under_half_the_closed_form
     assert "E[max L]" in verdict.summary
 
 
+def test_R1_is_reported_but_not_judged_when_several_loops_shared_the_engine() -> None:
+    """The closed form prices one loop alone; at K = 8 the ratio is a figure, not a verdict."""
+    verdict = verdict_r1(windows_with_dividend(0.3), NOMINAL, loops=8)
+    assert verdict.held is None
+    assert verdict.figures["ratio"] == pytest.approx(0.3)
+    assert verdict.figures["loops"] == 8
+    assert "8 loops shared the engine" in verdict.summary
+    assert "r1_dividend" in verdict.summary
+    assert verdict_r1(windows_with_dividend(0.3), NOMINAL, loops=1).held is False
+
+
 def test_R1_holds_at_or_above_half_and_ignores_windows_under_six() -> None:
     assert verdict_r1(windows_with_dividend(0.55), NOMINAL).held is True
     assert verdict_r1(windows_with_dividend(0.1, n=4), NOMINAL).held is None
