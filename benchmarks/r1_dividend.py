@@ -6,8 +6,10 @@ seven other loops. This benchmark runs the same gold-policy jobs (arms S, F, F+e
 the n = 6 fan-out tasks) both ways, ``--reps`` times (K values interleaved, so slow drift in the
 machine's load hits both):
 
-- **K = 1**: the jobs one after another, one loop on the engine;
-- **K = 8**: the jobs side by side (8 loops sharing the engine, as ``harness bench`` runs).
+- **K = 1**: the jobs one after another, one loop on the engine, the prefix cache emptied
+  before each (otherwise F, run after S on the same task, would find S's prompts cached);
+- **K = 8**: the jobs side by side (8 loops sharing the engine, as ``harness bench`` runs),
+  the cache emptied before the pass.
 
 Per repetition and K it prices the closed form at the regime that repetition measured
 (:func:`~harness.benchmarks.analysis.estimate_regime` over its own S jobs) and compares the
@@ -24,7 +26,7 @@ short, the residual is decomposed term by term from the ledger, per window:
 It also reports F+eager against P on the same windows (wall per window, medians).
 
 Prints a table; ``--out DIR`` writes ``r1.json`` (every figure) and ``r1.md``. The default
-engine is the in-process vLLM engine (run it under ``/work/engine-slot`` on a shared machine);
+engine is the in-process vLLM engine (run it alone: other work on the machine is in the walls);
 ``--engine scripted`` runs the same protocol on the test double's injected timings.
 """
 
@@ -58,14 +60,21 @@ Job = Mapping[str, Any]
 async def _pass(
     engine: Engine, tasks: Sequence[WorkloadTask], k: int, latency_s: float
 ) -> list[dict[str, Any]]:
-    """Every (task, arm) job once, at most ``k`` at a time."""
+    """Every (task, arm) job once, at most ``k`` at a time, each from an empty prefix cache
+    (``k`` = 1: emptied before every job; otherwise once before the pass), so no arm reuses
+    what another arm's run of the same task left in the cache."""
     manifest = load_workspace_manifest()
     limiter = anyio.CapacityLimiter(k)
     jobs: list[dict[str, Any]] = []
+    reset = getattr(engine, "reset_prefix_cache", None)
+    if reset is not None and k > 1:
+        await reset()
 
     async def one(wt: WorkloadTask, label: str) -> None:
         spec = JobSpec.from_label(label, policy="gold", latency_s=latency_s)
         async with limiter:
+            if reset is not None and k == 1:
+                await reset()
             jobs.append(await run_job(engine, wt, spec, manifest))
 
     async with anyio.create_task_group() as tg:

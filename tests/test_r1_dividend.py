@@ -45,3 +45,22 @@ def test_the_command_writes_its_figures_on_the_scripted_engine(tmp_path: Path) -
                  "--out", str(tmp_path)]) == 0  # fmt: skip
     assert (tmp_path / "r1.json").exists()
     assert "| 2 | 1 |" in (tmp_path / "r1.md").read_text()
+
+
+@pytest.mark.parametrize(("k", "resets"), [(1, 8), (8, 1)])
+def test_every_job_at_k1_and_every_pass_at_k8_starts_from_an_empty_prefix_cache(
+    k: int, resets: int
+) -> None:
+    """Otherwise F, run after S on the same task, finds S's prompts cached (a dividend that is
+    the cache's, not the harness's)."""
+
+    class Counting(ScriptedEngine):
+        resets = 0
+
+        async def reset_prefix_cache(self) -> bool:
+            type(self).resets += 1
+            return await super().reset_prefix_cache()
+
+    engine = Counting()
+    anyio.run(lambda: run_r1(engine, reps=1, ks=(k,), latency_s=0.0))
+    assert Counting.resets == resets  # 2 tasks x 4 arms = 8 jobs
