@@ -19,8 +19,8 @@ tasks how often prediction was possible.
 
 The full grid (n = 2..10, L = 0.1, 0.5, 2 s, K = 1 and 8, three repetitions, three arms) is
 ``python -m harness.benchmarks.spec_bench --n 2 3 4 5 6 7 8 9 10 --latency 0.1 0.5 2
---concurrency 1 8 --reps 3 --mixed``; run it under ``/work/engine-slot`` (or alone) on a
-quiet machine.
+--concurrency 1 8 --reps 3 --mixed``; run it alone on a quiet machine (walls are
+meaningless beside other work).
 """
 
 from __future__ import annotations
