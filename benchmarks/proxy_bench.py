@@ -356,15 +356,22 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             if args.clients:
                 crowd = await crowd_run(client, tasks, args.clients, latency=args.latency)
                 return {**_header(args), **crowd, "proxy_overhead": service.overheads.summary()}
+            # Every run starts from an empty prefix cache: otherwise the second run of a task
+            # finds the first one's prompts cached (a dividend that is the cache's).
+            reset = getattr(engine.inner, "reset_prefix_cache", None)
             for _ in range(args.repeats):
                 for wt in tasks:
                     for arm in ("S", "F"):
+                        if reset is not None:
+                            await reset()
                         before = engine.generations
                         run, _ = await sdk_loop(client, wt, latency=args.latency, arm=arm)
                         run.generations = engine.generations - before
                         runs.append(run)
                         _say(run)
                     for loop_arm in ARM_PAIR:
+                        if reset is not None:
+                            await reset()
                         run = await loop_run(engine, wt, manifest, loop_arm, args.latency)
                         runs.append(run)
                         _say(run)
