@@ -17,6 +17,8 @@ The library logs through structlog and is silent unless the application configur
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import (
@@ -55,6 +57,22 @@ if TYPE_CHECKING:
     from harness.tools import Effect, Tool, Toolset, tool
 
 __version__ = "0.1.0"
+
+
+def _honour_vllm_log_level() -> None:
+    """vLLM 0.32 applies ``VLLM_LOGGING_LEVEL`` only once it configures its logging, after its
+    import has already logged start-up warnings through Python's last-resort handler (three
+    copies of "Triton is installed, but doesn't include CPU backend" in a quiet run: the front
+    end, the engine core and the worker). The engine's processes import this package first
+    (they are spawned from a harness entry point), so setting the ``vllm`` logger's level here
+    from the variable the quiet engine sets keeps them quiet too. Nothing happens unless the
+    variable is set."""
+    level = os.environ.get("VLLM_LOGGING_LEVEL", "").upper()
+    if level in ("ERROR", "CRITICAL"):
+        logging.getLogger("vllm").setLevel(level)
+
+
+_honour_vllm_log_level()
 
 #: Where each lazily exported name lives.
 _LAZY: dict[str, str] = {

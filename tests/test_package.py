@@ -84,6 +84,28 @@ def test_import_harness_prints_nothing_and_loads_only_the_errors(tmp_path: Path)
     assert not [name for name in loaded if name.startswith(HEAVY)]
 
 
+@pytest.mark.parametrize(("level", "expected"), [("ERROR", "40 True"), ("", "0 False")])
+def test_a_quiet_engines_processes_drop_vllms_import_time_warnings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, level: str, expected: str
+) -> None:
+    """The engine's spawned processes import the harness before vLLM: with the quiet engine's
+    VLLM_LOGGING_LEVEL=ERROR a warning vLLM logs while importing (before it configures its
+    logging) is dropped, not printed by Python's last-resort handler."""
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", level)
+    done = _python(
+        """
+        import logging
+        import harness
+        logger = logging.getLogger("vllm.triton_utils.importing")
+        logger.warning("Triton is installed, but doesn't include CPU backend.")
+        print(logging.getLogger("vllm").level, logger.isEnabledFor(logging.ERROR) and not logger.isEnabledFor(logging.WARNING))
+        """,
+        tmp_path,
+    )
+    assert done.stdout.strip() == expected
+    assert ("Triton" in done.stderr) is (level == "")
+
+
 def test_a_name_of_the_package_loads_its_module_on_first_use_only(tmp_path: Path) -> None:
     loaded = _loaded(
         _python(

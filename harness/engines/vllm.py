@@ -201,6 +201,9 @@ def _apply_environment(settings: VLLMSettings) -> None:
             os.environ[key] = value
         else:
             os.environ.setdefault(key, value)
+    from harness import _honour_vllm_log_level
+
+    _honour_vllm_log_level()  # before vLLM's import logs anything (see there)
 
 
 def _in_asyncio() -> bool:
