@@ -517,9 +517,11 @@ async def _run_locked(
         with open_append(results_path) as out:  # a torn line from a crash is ended first
             out.write(dumps(job) + "\n")
         verdict = outcome(job)
-        note = {"solved": "solved", "model_failed": "model could not solve it"}.get(
-            verdict, "HARNESS FAILED"
-        )
+        note = {
+            "solved": "solved",
+            "model_failed": "model could not solve it",
+            "control_failed": "the heuristic control missed (false fill)",
+        }.get(verdict, "HARNESS FAILED")
         progress.advance(f"{item.id}: {note}", failed=verdict == "harness_failed")
 
     before = len(jobs)

@@ -7,13 +7,20 @@ progress line and the exit status keep them apart:
   every BFCL entry) the model chooses its calls; a run that misses the gold label, or ends in
   a budget (:class:`~harness.errors.UsageLimitExceeded`: the stuck-loop guard, the turn or
   model-mistake budget), is a measurement of the model, not a defect.
+- **control** (``"control_failed"``): the phase-heuristic control missed. Under a forced
+  policy (``gold``, ``oracle``) a job run with the ``phase_heuristic`` detector — the unsound
+  detector the protocol runs *as a control* — that misses its label or ends in a budget is
+  the cost of its false fills: the measurement R3 exists for (the context-bound oracle
+  re-reads the document it could see until the stuck guard, or writes the wrong one), not a
+  defect of the harness's certifier.
 - **harness** (``"harness_failed"``): the harness failed. An engine failure (``EngineError``
   and its subclasses), a replay divergence, or any other error is the harness's (or the
-  machine's) under every policy; and under the ``gold`` policy — decoding forced to the gold
-  calls — any miss or error at all is the harness's, since a correct harness cannot fail
-  there.
+  machine's) under every policy; and under a forced policy — decoding forced to the gold
+  calls, or the oracle's calls from what the context shows — any miss or error of a
+  schema-sound job is the harness's, since a correct harness cannot fail there.
 
-``harness bench`` exits 1 only for harness failures; model failures are results.
+``harness bench`` exits 1 only for harness failures; model failures and the control's misses
+are results.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 __all__ = (
+    "OUTCOMES",
     "Outcome",
     "error_kind",
     "outcome",
@@ -30,7 +38,9 @@ __all__ = (
     "outcome_line",
 )
 
-Outcome = Literal["solved", "model_failed", "harness_failed"]
+Outcome = Literal["solved", "model_failed", "control_failed", "harness_failed"]
+#: Every outcome, in the order reports list them.
+OUTCOMES: tuple[Outcome, ...] = ("solved", "model_failed", "control_failed", "harness_failed")
 
 #: Error kinds that are the model's when the model chooses (a budget it ran out of).
 _MODEL_ERRORS = frozenset({"UsageLimitExceeded"})
@@ -50,20 +60,21 @@ def outcome(job: Mapping[str, Any]) -> Outcome:
     if kind is None and job.get("success"):
         return "solved"
     if job.get("policy") != "model":
-        return "harness_failed"  # forced gold calls cannot miss: the harness did
+        if job.get("detector") == "phase_heuristic" and (kind is None or kind in _MODEL_ERRORS):
+            return "control_failed"  # the unsound control's false fills cost the task (R3)
+        return "harness_failed"  # forced calls cannot miss under a sound detector
     if kind is None or kind in _MODEL_ERRORS:
         return "model_failed"
     return "harness_failed"
 
 
 def outcome_counts(jobs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """``{policy: {"solved": n, "model_failed": n, "harness_failed": n}}`` (zeros included)."""
+    """``{policy: {outcome: n}}`` for every outcome of :data:`OUTCOMES` (zeros included)."""
     out: dict[str, Counter[str]] = {}
     for job in jobs:
         counts = out.setdefault(str(job.get("policy", "gold")), Counter())
         counts[outcome(job)] += 1
-    keys = ("solved", "model_failed", "harness_failed")
-    return {policy: {k: counts[k] for k in keys} for policy, counts in sorted(out.items())}
+    return {policy: {k: counts[k] for k in OUTCOMES} for policy, counts in sorted(out.items())}
 
 
 def outcome_line(jobs: Iterable[Mapping[str, Any]]) -> str:
@@ -71,8 +82,14 @@ def outcome_line(jobs: Iterable[Mapping[str, Any]]) -> str:
     harness failures"``."""
     jobs = list(jobs)
     counts = Counter(outcome(j) for j in jobs)
+    control = (
+        f", {counts['control_failed']} the phase-heuristic control missed (its false fills: "
+        "the R3 measurement)"
+        if counts["control_failed"]
+        else ""
+    )
     return (
         f"{len(jobs)} jobs: {counts['solved']} solved, {counts['model_failed']} the model could "
-        f"not solve (model policy: a measurement, not an error), {counts['harness_failed']} "
-        "harness failure(s)"
+        f"not solve (model policy: a measurement, not an error){control}, "
+        f"{counts['harness_failed']} harness failure(s)"
     )

@@ -25,16 +25,21 @@ _WORKLOAD = ("fan_out", "chain", "mixed")
 
 
 def _errors_by_policy(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, int]]]:
-    """``{policy: {error kind: {"model": n, "harness": n}}}``: every error, whose it is."""
+    """``{policy: {error kind: {"model": n, "control": n, "harness": n}}}``: every error,
+    whose it is (the model's, the phase-heuristic control's, or the harness's)."""
     out: dict[str, dict[str, Counter[str]]] = {}
+    whose_of = {"model_failed": "model", "control_failed": "control"}
     for job in jobs:
         kind = error_kind(job)
         if kind is None:
             continue
-        whose = "model" if outcome(job) == "model_failed" else "harness"
+        whose = whose_of.get(outcome(job), "harness")
         out.setdefault(str(job.get("policy")), {}).setdefault(kind, Counter())[whose] += 1
     return {
-        policy: {kind: {"model": c["model"], "harness": c["harness"]} for kind, c in kinds.items()}
+        policy: {
+            kind: {"model": c["model"], "control": c["control"], "harness": c["harness"]}
+            for kind, c in kinds.items()
+        }
         for policy, kinds in sorted(out.items())
     }
 
@@ -155,19 +160,31 @@ def markdown(f: Mapping[str, Any]) -> list[str]:
     lines += [
         "## How the jobs ended",
         "",
-        "A miss under the gold policy (decoding forced to the gold calls) or an engine error is "
-        "a harness failure; a miss or a budget under the model policy is the model's.",
+        "A miss under a forced policy (gold, oracle) with the schema-sound detector, or an engine "
+        "error, is a harness failure; a miss or a budget under the model policy is the model's; "
+        "a miss of the phase-heuristic control under a forced policy is the cost of its false "
+        "fills (what R3 measures).",
         "",
-        "| policy | solved | the model could not solve it | harness failures |",
-        "|---|---|---|---|",
+        "| policy | solved | the model could not solve it | the heuristic control missed | "
+        "harness failures |",
+        "|---|---|---|---|---|",
     ]
     for policy, c in f["outcomes"].items():
-        lines.append(f"| {policy} | {c['solved']} | {c['model_failed']} | {c['harness_failed']} |")
+        lines.append(
+            f"| {policy} | {c['solved']} | {c['model_failed']} | {c.get('control_failed', 0)} "
+            f"| {c['harness_failed']} |"
+        )
     if f["errors_by_policy"]:
-        lines += ["", "| policy | error kind | the model's | the harness's |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "| policy | error kind | the model's | the heuristic control's | the harness's |",
+            "|---|---|---|---|---|",
+        ]
         for policy, kinds in f["errors_by_policy"].items():
             for kind, c in sorted(kinds.items()):
-                lines.append(f"| {policy} | {kind} | {c['model']} | {c['harness']} |")
+                lines.append(
+                    f"| {policy} | {kind} | {c['model']} | {c.get('control', 0)} | {c['harness']} |"
+                )
     if f["window_counts"]:
         lines += [
             "",

@@ -18,7 +18,7 @@ from harness.benchmarks.bench import (
     quick_description,
     run_bench,
 )
-from harness.benchmarks.outcomes import outcome, outcome_counts
+from harness.benchmarks.outcomes import outcome, outcome_counts, outcome_line
 from harness.benchmarks.segments import load_segments
 from harness.cli import main
 from harness.testing import ScriptedEngine
@@ -52,8 +52,10 @@ def test_the_quick_plan_says_what_it_compares_and_what_it_skips() -> None:
     assert "each Ray worker's engine" in ray
 
 
-def _job(policy: str, success: bool, error: str | None = None) -> dict[str, Any]:
-    return {"policy": policy, "success": success, "error": error}
+def _job(
+    policy: str, success: bool, error: str | None = None, detector: str = "schema_sound"
+) -> dict[str, Any]:
+    return {"policy": policy, "success": success, "error": error, "detector": detector}
 
 
 @pytest.mark.parametrize(
@@ -68,6 +70,13 @@ def _job(policy: str, success: bool, error: str | None = None) -> dict[str, Any]
         (_job("gold", False), "harness_failed"),
         (_job("gold", False, "UsageLimitExceeded: stuck"), "harness_failed"),
         (_job("gold", True, "EngineDeadError: gone"), "harness_failed"),
+        (_job("oracle", False), "harness_failed"),
+        # The phase-heuristic control's misses under a forced policy are its false fills' cost:
+        (_job("oracle", False, detector="phase_heuristic"), "control_failed"),
+        (_job("oracle", False, "UsageLimitExceeded: stuck", "phase_heuristic"), "control_failed"),
+        (_job("gold", False, detector="phase_heuristic"), "control_failed"),
+        (_job("oracle", False, "EngineDeadError: gone", "phase_heuristic"), "harness_failed"),
+        (_job("model", False, detector="phase_heuristic"), "model_failed"),
     ],
 )
 def test_a_miss_is_the_model_s_only_when_the_model_chose_and_no_engine_failed(
@@ -79,9 +88,19 @@ def test_a_miss_is_the_model_s_only_when_the_model_chose_and_no_engine_failed(
 def test_outcomes_are_counted_per_policy_with_zeros() -> None:
     counts = outcome_counts([_job("gold", True), _job("model", False), _job("model", True)])
     assert counts == {
-        "gold": {"solved": 1, "model_failed": 0, "harness_failed": 0},
-        "model": {"solved": 1, "model_failed": 1, "harness_failed": 0},
+        "gold": {"solved": 1, "model_failed": 0, "control_failed": 0, "harness_failed": 0},
+        "model": {"solved": 1, "model_failed": 1, "control_failed": 0, "harness_failed": 0},
     }
+
+
+def test_the_controls_misses_are_named_in_the_summary_line_and_do_not_fail_the_command() -> None:
+    from harness._commands.bench import _exit_status
+
+    jobs = [_job("oracle", True), _job("oracle", False, detector="phase_heuristic")]
+    line = outcome_line(jobs)
+    assert "1 the phase-heuristic control missed" in line
+    assert line.endswith("0 harness failure(s)")
+    assert _exit_status(jobs, Path("out")) == 0
 
 
 def _stuck(messages: Any, tools: Any) -> Any:
