@@ -238,10 +238,12 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
     outcomes = summary["facts"]["outcomes"]
     harness_failed = sum(c["harness_failed"] for c in outcomes.values())
     model_failed = sum(c["model_failed"] for c in outcomes.values())
+    control_failed = sum(c.get("control_failed", 0) for c in outcomes.values())
+    control = f", {control_failed} the heuristic control missed" if control_failed else ""
     lines += [
         f"Engine: **{meta.get('engine')}**; jobs: {summary['jobs']} ({summary['failed_jobs']} ended "
-        f"in an error; {model_failed} the model could not solve, {harness_failed} harness "
-        "failures: see below);",
+        f"in an error; {model_failed} the model could not solve{control}, {harness_failed} "
+        "harness failures: see below);",
         *markdown(summary["facts"]),
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(meta.get("versions", {}).items())),

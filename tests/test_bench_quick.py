@@ -101,6 +101,8 @@ def test_the_controls_misses_are_named_in_the_summary_line_and_do_not_fail_the_c
     assert "1 the phase-heuristic control missed" in line
     assert line.endswith("0 harness failure(s)")
     assert _exit_status(jobs, Path("out")) == 0
+    stuck = [_job("oracle", False, "UsageLimitExceeded: stuck", "phase_heuristic")]
+    assert _exit_status(stuck, Path("out")) == 0
 
 
 def _stuck(messages: Any, tools: Any) -> Any:

@@ -264,11 +264,18 @@ def _exit_status(jobs: Sequence[Mapping[str, Any]], out: Path) -> int:
     print(outcome_line(jobs))
     failed = [j for j in jobs if outcome(j) == "harness_failed"]
     if not failed:
-        model = [j for j in jobs if error_kind(j)]
+        model = [j for j in jobs if error_kind(j) and outcome(j) == "model_failed"]
         if model:
             print(
                 f"note: {len(model)} model-policy job(s) ended in a budget (the stuck-loop guard, "
                 "turns or model mistakes): the model could not solve them; not a harness failure."
+            )
+        control = [j for j in jobs if error_kind(j) and outcome(j) == "control_failed"]
+        if control:
+            print(
+                f"note: {len(control)} job(s) of the phase-heuristic control ended in a budget "
+                "(the context-bound oracle re-read what it could see until the stuck-loop guard): "
+                "the cost of its false fills; not a harness failure."
             )
         return EXIT_OK
     print(
