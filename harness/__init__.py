@@ -63,10 +63,10 @@ def _honour_vllm_log_level() -> None:
     """vLLM 0.32 applies ``VLLM_LOGGING_LEVEL`` only once it configures its logging, after its
     import has already logged start-up warnings through Python's last-resort handler (three
     copies of "Triton is installed, but doesn't include CPU backend" in a quiet run: the front
-    end, the engine core and the worker). The engine's processes import this package first
-    (they are spawned from a harness entry point), so setting the ``vllm`` logger's level here
-    from the variable the quiet engine sets keeps them quiet too. Nothing happens unless the
-    variable is set."""
+    end, the engine core and the worker). Setting the ``vllm`` logger's level from the
+    variable (the quiet engine sets it before importing vLLM) drops the front end's copy; the
+    engine core and worker processes, which vLLM spawns, still print theirs. Nothing happens
+    unless the variable is set."""
     level = os.environ.get("VLLM_LOGGING_LEVEL", "").upper()
     if level in ("ERROR", "CRITICAL"):
         logging.getLogger("vllm").setLevel(level)

@@ -85,12 +85,12 @@ def test_import_harness_prints_nothing_and_loads_only_the_errors(tmp_path: Path)
 
 
 @pytest.mark.parametrize(("level", "expected"), [("ERROR", "40 True"), ("", "0 False")])
-def test_a_quiet_engines_processes_drop_vllms_import_time_warnings(
+def test_a_quiet_engine_drops_vllms_import_time_warnings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, level: str, expected: str
 ) -> None:
-    """The engine's spawned processes import the harness before vLLM: with the quiet engine's
-    VLLM_LOGGING_LEVEL=ERROR a warning vLLM logs while importing (before it configures its
-    logging) is dropped, not printed by Python's last-resort handler."""
+    """With the quiet engine's VLLM_LOGGING_LEVEL=ERROR a warning vLLM logs while importing
+    (before it configures its logging) is dropped, not printed by Python's last-resort
+    handler."""
     monkeypatch.setenv("VLLM_LOGGING_LEVEL", level)
     done = _python(
         """
