@@ -201,9 +201,12 @@ def _apply_environment(settings: VLLMSettings) -> None:
             os.environ[key] = value
         else:
             os.environ.setdefault(key, value)
-    from harness import _honour_vllm_log_level
-
-    _honour_vllm_log_level()  # before vLLM's import logs anything (see there)
+    # vLLM applies VLLM_LOGGING_LEVEL only after its import has logged its start-up warnings
+    # (see harness._honour_vllm_log_level, which does the same for processes importing the
+    # harness with the variable already set).
+    level = os.environ.get("VLLM_LOGGING_LEVEL", "").upper()
+    if level in ("ERROR", "CRITICAL"):
+        logging.getLogger("vllm").setLevel(level)
 
 
 def _in_asyncio() -> bool:
