@@ -138,11 +138,7 @@ def open_slot_specs(specs: Sequence[ToolSpec], calls: Sequence[ToolCall]) -> lis
         function = spec.get("function", spec)
         name = str(function.get("name"))
         properties = (function.get("parameters") or {}).get("properties") or {}
-        enums = {
-            a: [_key(v) for v in p["enum"]]
-            for a, p in properties.items()
-            if isinstance(p, dict) and isinstance(p.get("enum"), list)
-        }
+        enums = _enums(properties)
         if enums and _all_called(enums, combos.get(name, [])):
             changed = True  # closed: every slot of this tool is filled
             continue
@@ -177,15 +173,20 @@ def open_slot_count(specs: Sequence[ToolSpec], calls: Sequence[ToolCall]) -> int
         properties = (function.get("parameters") or {}).get("properties") or {}
         if not properties:
             return None
-        enums = {
-            a: [_key(v) for v in p["enum"]]
-            for a, p in properties.items()
-            if isinstance(p, dict) and isinstance(p.get("enum"), list)
-        }
+        enums = _enums(properties)
         if len(enums) < len(properties):
             return None
         total += _needed(enums) - len(_seen(enums, combos.get(str(function.get("name")), [])))
     return total
+
+
+def _enums(properties: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The enum arguments of a tool's schema properties, each value as its canonical key."""
+    return {
+        a: [_key(v) for v in p["enum"]]
+        for a, p in properties.items()
+        if isinstance(p, dict) and isinstance(p.get("enum"), list)
+    }
 
 
 def _needed(enums: Mapping[str, Sequence[str]]) -> int:
