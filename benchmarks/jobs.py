@@ -84,17 +84,22 @@ def job_id(task_id: str, spec: JobSpec) -> str:
     return f"{task_id}|{spec.label}|{spec.policy}"
 
 
-def _false_fills(
-    result: LoopResult, wt: WorkloadTask, manifest: Manifest, windows: list[dict[str, Any]]
-) -> None:
+def _false_fills(wt: WorkloadTask, manifest: Manifest, windows: list[dict[str, Any]]) -> None:
     """Mark each window that the schema-level rules (the manifest is the truth for the
-    workload) would not certify: a false fill. Only the phase-heuristic can produce one."""
+    workload) would not certify: a false fill. Only the phase-heuristic can produce one. The
+    windows' own records carry their calls, so a window the run ended with still open (it
+    died of a false fill: ``closed_by="aborted"``) is judged too."""
     skill = manifest.skill(wt.skill)
-    by_id = {c.id: c for c in result.calls}
     toolset, _ = wt.toolset()
     truth = SchemaSoundDetector()
     for window in windows:
-        calls: list[ToolCall] = [by_id[c] for c in window["call_ids"] if c in by_id]
+        calls = [
+            ToolCall(i, name, arguments)
+            for i, name, arguments in zip(
+                window["call_ids"], window.get("tools", ()), window.get("arguments", ()),
+                strict=False,
+            )
+        ]  # fmt: skip
         if len(calls) < 2:
             window["false_fill"] = False
             continue
@@ -162,8 +167,7 @@ async def run_job(
         if result is None
         else wt.failures(result.calls, state, result.answer)
     )
-    if result is not None:
-        _false_fills(result, wt, manifest, windows)
+    _false_fills(wt, manifest, windows)
     return {
         "job_id": job_id(wt.id, spec),
         "task_id": wt.id,

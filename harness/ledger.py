@@ -132,6 +132,11 @@ class WindowRecord:
     spec_misses: int | None = None
     spec_cancelled: int | None = None
     spec_wasted_s: float | None = None
+    #: The window's calls as emitted (tool names and raw arguments, in ``call_ids`` order):
+    #: what an audit needs to recheck the certificate, also when a run ended with the window
+    #: open (``closed_by="aborted"``: its calls never ran, so no call records exist).
+    tools: tuple[str, ...] = ()
+    arguments: tuple[str, ...] = ()
     kind: str = "window"
 
 

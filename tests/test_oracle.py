@@ -83,12 +83,18 @@ def test_a_false_fill_costs_the_oracle_the_task_it_would_have_solved(wt: Workloa
     assert serial["success"]
     assert gold["success"]  # R3 cannot fail under gold: it forces what it could not have seen
     assert not oracle["success"]
+    # Either way the false fill is on record (the report's per-detector false-fill count).
+    assert any(w["false_fill"] for w in oracle["windows"])
     if oracle["error"] is None:  # it answered: the label names what the false fill broke
         assert oracle["failures"]
-        assert any(w["false_fill"] for w in oracle["windows"])
     else:  # it kept reading the one document it could see, as a stuck model does
         assert oracle["error"].startswith("UsageLimitExceeded")
         assert "same call" in oracle["error"]
+        # The run died with the false-filled window open: recorded as closed by "aborted".
+        aborted = [w for w in oracle["windows"] if w["closed_by"] == "aborted"]
+        assert aborted, oracle["windows"]
+        assert aborted[-1]["false_fill"]
+        assert len(aborted[-1]["tools"]) == len(aborted[-1]["call_ids"]) >= 2
 
 
 def test_the_oracle_under_a_false_fill_reads_the_stale_key_and_answers_unknown() -> None:

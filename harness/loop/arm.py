@@ -5,7 +5,9 @@ prompts (:meth:`ArmStrategy.settings`: one call per reply, or a whole window per
 steered by the run's policy, :mod:`harness.loop.policy`), whether results are withheld right now
 (:attr:`ArmStrategy.window_open`), how it reviews a completion before handling it (P+V
 resamples a rejected window; the others keep it), and how it handles it
-(:meth:`ArmStrategy.handle`: True when the run is finished).
+(:meth:`ArmStrategy.handle`: True when the run is finished), and what it leaves on record when
+the run ends early (:meth:`ArmStrategy.abandon`: F records the window a budget, an error or a
+cancel left open, so a false fill the run died of is still counted).
 
 Every arm is constructed as ``Arm(state, detector, group)`` (``group``: the run's task group,
 where eager dispatch starts calls). Adding an arm (e.g. F with speculation) is one new module
@@ -30,3 +32,5 @@ class ArmStrategy(Protocol):
     async def review(self, completion: Completion) -> Completion: ...
 
     async def handle(self, completion: Completion) -> bool: ...
+
+    def abandon(self) -> None: ...

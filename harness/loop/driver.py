@@ -155,6 +155,7 @@ async def run_loop(
     started = time.monotonic()
     answer: str | None = None
     error: str | None = "Cancelled: the run was stopped before it ended"
+    arm: ArmStrategy | None = None
     try:
         try:
             with anyio.move_on_after(config.max_wall_s) as deadline:
@@ -176,6 +177,8 @@ async def run_loop(
         error = f"{name}: the run was stopped at turn {state.turn} before it ended"
         raise
     finally:
+        if error is not None and arm is not None:
+            arm.abandon()
         extra = _extra(state, watch, journal, journaled)
         summary = _summarise(state, started, answer, error, extra)
         if journal is not None:

@@ -82,6 +82,24 @@ class FlattenedArm:
             await self._admit(call, completion, view)
         return False
 
+    def abandon(self) -> None:
+        """The run ended (a budget, an error, a cancel) with a window open: record it, closed
+        by ``"aborted"`` (no results: they were never revealed), so a window that certified a
+        false fill is counted even when the run died of it."""
+        window = self.windows.window
+        if window is None or not window.calls:
+            return
+        self.state.record_window(
+            self.state.next_window_index(),
+            window.calls,
+            (),
+            phase=window.phase,
+            closed_by="aborted",
+            evidence=(),
+            opened_turn=window.opened_turn,
+            closed_turn=self.state.turn,
+        )
+
     def _view(self) -> TurnView:
         """What the turn just generated could see: the results in the context, and the
         withheld results that already exist (eager dispatch)."""

@@ -31,6 +31,9 @@ class ParallelArm:
 
     window_open = False
 
+    def abandon(self) -> None:
+        """Nothing is withheld between turns: nothing to record when the run ends early."""
+
     def __init__(self, state: RunState, detector: Detector, group: TaskGroup) -> None:
         self.state = state
         self.detector = detector

@@ -25,6 +25,9 @@ class SerialArm:
 
     window_open = False
 
+    def abandon(self) -> None:
+        """Nothing is withheld between turns: nothing to record when the run ends early."""
+
     def __init__(self, state: RunState, detector: Detector, group: TaskGroup) -> None:
         self.state = state
 

@@ -396,6 +396,8 @@ class ProxyService:
                 phase=None,
                 n=len(window.calls),
                 call_ids=tuple(c.id for c in window.calls),
+                tools=tuple(c.name for c in window.calls),
+                arguments=tuple(c.arguments for c in window.calls),
                 closed_by="client_results",
                 evidence=(f"window {window.key}: results came back from the client",),
                 opened_turn=-1,
