@@ -6,7 +6,8 @@ progress line and the exit status keep them apart:
 - **model** (``"model_failed"``): the model could not solve it. Under the ``model`` policy (and
   every BFCL entry) the model chooses its calls; a run that misses the gold label, or ends in
   a budget (:class:`~harness.errors.UsageLimitExceeded`: the stuck-loop guard, the turn or
-  model-mistake budget), is a measurement of the model, not a defect.
+  model-mistake budget; or :class:`~harness.errors.ContextWindowExceeded`: the chat outgrew
+  the engine's context), is a measurement of the model, not a defect.
 - **control** (``"control_failed"``): the phase-heuristic control missed. Under a forced
   policy (``gold``, ``oracle``) a job run with the ``phase_heuristic`` detector — the unsound
   detector the protocol runs *as a control* — that misses its label or ends in a budget is
@@ -43,7 +44,7 @@ Outcome = Literal["solved", "model_failed", "control_failed", "harness_failed"]
 OUTCOMES: tuple[Outcome, ...] = ("solved", "model_failed", "control_failed", "harness_failed")
 
 #: Error kinds that are the model's when the model chooses (a budget it ran out of).
-_MODEL_ERRORS = frozenset({"UsageLimitExceeded"})
+_MODEL_ERRORS = frozenset({"UsageLimitExceeded", "ContextWindowExceeded"})
 
 
 def error_kind(job: Mapping[str, Any]) -> str | None:

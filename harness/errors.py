@@ -10,6 +10,7 @@ One root, one subclass per failure an operator can act on::
     ├── EngineError                   the engine could not answer
     │   ├── EngineDeadError           the engine is gone: every in-flight and new request fails fast
     │   └── EngineRequestError        one request failed (bad request, timeout, refused); others go on
+    │       └── ContextWindowExceeded the chat outgrew the engine's context window (max_model_len)
     ├── UsageLimitExceeded            a budget ran out: turns, tokens, wall clock, model mistakes, discards
     ├── Interrupted                   SIGINT/SIGTERM stopped a command; what finished is on disk
     ├── NodeFailed                    a fabric node gave no usable output (verifier, tool error, input)
@@ -29,6 +30,7 @@ from typing import Any
 
 __all__ = (
     "ConfigError",
+    "ContextWindowExceeded",
     "EngineDeadError",
     "EngineError",
     "EngineRequestError",
@@ -115,6 +117,13 @@ class EngineDeadError(EngineError):
 
 class EngineRequestError(EngineError):
     """One request failed (rejected, timed out, malformed); the engine itself is still healthy."""
+
+
+class ContextWindowExceeded(EngineRequestError):
+    """The chat no longer fits the engine's context window (``max_model_len``): the engine is
+    healthy and the request was well formed; the run outgrew what the engine can read (a loop
+    that kept going, e.g. a model that never finishes). A benchmark counts it like a budget
+    under the model policy: the model could not solve the task within the context."""
 
 
 class UsageLimitExceeded(HarnessError):

@@ -65,6 +65,9 @@ def _job(
         (_job("model", True), "solved"),
         (_job("model", False), "model_failed"),
         (_job("model", False, "UsageLimitExceeded: stuck"), "model_failed"),
+        # A chat that outgrew the context under the model policy: the model never finished.
+        (_job("model", False, "ContextWindowExceeded: 8228 tokens"), "model_failed"),
+        (_job("gold", False, "ContextWindowExceeded: 8228 tokens"), "harness_failed"),
         (_job("model", False, "EngineRequestError: HTTP 503"), "harness_failed"),
         (_job("model", False, "ReplayDivergence: unexpected"), "harness_failed"),
         (_job("gold", False), "harness_failed"),

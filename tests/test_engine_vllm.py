@@ -17,7 +17,7 @@ import pytest
 
 from harness.engines.base import Completion, GenerationSettings, Message, ToolCall
 from harness.engines.vllm import VLLMEngine
-from harness.errors import EngineDeadError, EngineRequestError
+from harness.errors import ContextWindowExceeded, EngineDeadError, EngineRequestError
 from tests.engine_support import READ_DOC, TINY_SETTINGS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.timeout(600)]
@@ -120,7 +120,8 @@ async def test_a_prompt_longer_than_the_context_is_a_request_error_and_the_engin
     real_engine: VLLMEngine,
 ) -> None:
     huge: list[Message] = [{"role": "user", "content": "word " * 9000}]
-    with pytest.raises(EngineRequestError, match="max_model_len"):
+    # A request error of its own kind: the run outgrew the context (a budget, not a fault).
+    with pytest.raises(ContextWindowExceeded, match="max_model_len"):
         await real_engine.generate(huge, [], GenerationSettings(max_tokens=4))
     ok = await real_engine.generate(
         [{"role": "user", "content": "Hi"}], [], GenerationSettings(max_tokens=4)

@@ -47,7 +47,7 @@ from harness.engines.base import (
     ToolSpec,
     Usage,
 )
-from harness.errors import ConfigError, EngineDeadError, EngineRequestError
+from harness.errors import ConfigError, ContextWindowExceeded, EngineDeadError, EngineRequestError
 
 __all__ = ("CacheStats", "VLLMEngine", "VLLMSettings", "open_default_engine")
 
@@ -528,7 +528,7 @@ class VLLMEngine(ClosingContext):
         ids = self._tokenizer.encode(prompt, add_special_tokens=False)
         budget = self.settings.max_model_len - len(ids)
         if budget <= 0:
-            raise EngineRequestError(
+            raise ContextWindowExceeded(
                 f"The prompt has {len(ids)} tokens, over the engine's max_model_len "
                 f"{self.settings.max_model_len}; shorten the chat or raise max_model_len."
             )
