@@ -255,7 +255,7 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
         "|---|---|---|",
     ]
     for v in summary["verdicts"]:
-        held = {True: "held", False: "**violated**", None: "not measured"}[v["held"]]
+        held = {True: "held", False: "**violated**", None: "not judged"}[v["held"]]
         lines.append(f"| {v['name']} | {held} | {v['summary']} |")
     if summary.get("recomputed_with_measured_gap"):
         rec = summary["recomputed_with_measured_gap"]

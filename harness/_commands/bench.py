@@ -304,7 +304,7 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
         )
     print()
     for verdict in summary["verdicts"]:
-        held = {True: "held", False: "VIOLATED", None: "not measured"}[verdict["held"]]
+        held = {True: "held", False: "VIOLATED", None: "not judged"}[verdict["held"]]
         print(f"{verdict['name']:>4}: {held:<12} {verdict['summary']}")
     for row in summary.get("bfcl_gaps", []):
         (s_ok, s_n), (p_ok, p_n), (low, high) = row["single"], row["parallel"], row["ci_pp"]
