@@ -63,24 +63,35 @@ def _window_counts(jobs: Sequence[Job]) -> list[dict[str, Any]]:
     return rows
 
 
+def reviewed_messages(jobs: Sequence[Job]) -> int:
+    """Messages of P+V ``jobs`` the validator reviewed: every generated message with a tool
+    call (of any size: one message is one window of P), not counting the resamples."""
+    return sum(
+        1 for j in jobs for t in j.get("turns", [])
+        if t.get("n_calls") and t.get("purpose") not in ("resample", "discard")
+    )  # fmt: skip
+
+
 def _validator(jobs: Sequence[Job]) -> dict[str, dict[str, Any]]:
-    """P+V per policy: windows, resamples, jobs that resampled, and ε̂_v = resamples per window
-    (the measured rate at which the validator sent a window back)."""
+    """P+V per policy: messages the validator reviewed, windows (n >= 2 messages), resamples,
+    jobs that resampled, and ε̂_v = resamples per reviewed message (the measured rate at which
+    the validator sent a message back; a 1-call message is reviewed too)."""
     out = {}
     for policy in ("gold", "model"):
         chosen = [j for j in jobs if j.get("arm") == "P+V" and j.get("policy") == policy]
         if not chosen:
             continue
-        windows = sum(len(j.get("windows", [])) for j in chosen)
+        messages = reviewed_messages(chosen)
         resamples = sum(int(j.get("summary", {}).get("resamples", 0) or 0) for j in chosen)
+        resampled = [j for j in chosen if (j.get("summary", {}).get("resamples") or 0) > 0]
         out[policy] = {
             "jobs": len(chosen),
-            "windows": windows,
+            "messages": messages,
+            "windows": sum(len(j.get("windows", [])) for j in chosen),
             "resamples": resamples,
-            "jobs_resampled": sum(
-                1 for j in chosen if (j.get("summary", {}).get("resamples") or 0) > 0
-            ),
-            "epsilon_v": resamples / windows if windows else None,
+            "jobs_resampled": len(resampled),
+            "jobs_resampled_solved": sum(1 for j in resampled if j.get("success")),
+            "epsilon_v": resamples / messages if messages else None,
         }
     return out
 
@@ -203,13 +214,15 @@ def markdown(f: Mapping[str, Any]) -> list[str]:
             "",
             "## The P+V validator",
             "",
-            "| policy | jobs | windows | resamples | jobs that resampled | ε̂_v (resamples per window) |",
-            "|---|---|---|---|---|---|",
+            "| policy | jobs | messages reviewed | windows (n ≥ 2) | resamples | jobs that "
+            "resampled | of them solved | ε̂_v (resamples per message) |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for policy, v in f["validator"].items():
             lines.append(
-                f"| {policy} | {v['jobs']} | {v['windows']} | {v['resamples']} | "
-                f"{v['jobs_resampled']} | {_fmt(v['epsilon_v'], 3)} |"
+                f"| {policy} | {v['jobs']} | {v['messages']} | {v['windows']} | "
+                f"{v['resamples']} | {v['jobs_resampled']} | {v['jobs_resampled_solved']} | "
+                f"{_fmt(v['epsilon_v'], 3)} |"
             )
     return lines
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.benchmarks.analysis import _wilson, arm_key, gap_pp
+from harness.benchmarks.report_facts import reviewed_messages
 
 __all__ = ("family_accuracy", "family_markdown", "validator_by_family")
 
@@ -70,10 +71,7 @@ def validator_by_family(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, An
                 j["task_id"]: bool(j.get("success")) for j in _chosen(jobs, kind, policy, "P")
             }
             windows = sum(len(j.get("windows", [])) for j in pv)
-            reviewed = sum(
-                1 for j in pv for t in j.get("turns", [])
-                if t.get("n_calls") and t.get("purpose") not in ("resample", "discard")
-            )  # fmt: skip
+            reviewed = reviewed_messages(pv)
             resamples = [int((j.get("summary") or {}).get("resamples") or 0) for j in pv]
             resampled = [j for j, r in zip(pv, resamples, strict=True) if r > 0]
             paired = [j for j in pv if j["task_id"] in p_solved]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import (
     ConfigError,
+    ContextWindowExceeded,
     EngineDeadError,
     EngineError,
     EngineRequestError,
@@ -109,6 +110,7 @@ _LAZY: dict[str, str] = {
 __all__ = (
     "Completion",
     "ConfigError",
+    "ContextWindowExceeded",
     "Effect",
     "Engine",
     "EngineDeadError",

@@ -285,3 +285,20 @@ def test_validator_accounting_compares_p_v_with_p_on_the_same_tasks() -> None:
     assert acc["P+V"]["minus_S_pp"] == pytest.approx(50.0)
     low, high = acc["S"]["ci"]
     assert 0 < low < 0.5 < high < 1
+
+
+def test_the_reports_validator_rate_is_per_reviewed_message_so_one_call_messages_count() -> None:
+    from harness.benchmarks.report_facts import _validator
+
+    def job(n_calls: int, resamples: int, ok: bool) -> dict[str, Any]:
+        turns = [{"n_calls": n_calls, "purpose": "call"}, {"n_calls": 0, "purpose": "call"}]
+        turns += [{"n_calls": n_calls, "purpose": "resample"} for _ in range(resamples)]
+        return {"arm": "P+V", "policy": "model", "success": ok, "turns": turns,
+                "summary": {"resamples": resamples}, "windows": []}  # fmt: skip
+
+    # Four 1-call messages (no window of n >= 2 at all), two of them resampled twice each.
+    v = _validator([job(1, 2, True), job(1, 2, False), job(1, 0, False), job(1, 0, True)])
+    assert v["model"]["messages"] == 4  # the answer turns (no call) are not reviewed
+    assert v["model"]["windows"] == 0
+    assert v["model"]["epsilon_v"] == pytest.approx(1.0)
+    assert (v["model"]["jobs_resampled"], v["model"]["jobs_resampled_solved"]) == (2, 1)

@@ -11,6 +11,7 @@ import harness
 from harness import errors
 from harness.errors import (
     ConfigError,
+    ContextWindowExceeded,
     EngineDeadError,
     EngineError,
     EngineRequestError,
@@ -36,6 +37,7 @@ DRAWN_TREE: dict[type[HarnessError], type[BaseException]] = {
     EngineError: HarnessError,
     EngineDeadError: EngineError,
     EngineRequestError: EngineError,
+    ContextWindowExceeded: EngineRequestError,
     UsageLimitExceeded: HarnessError,
     Interrupted: HarnessError,
     NodeFailed: HarnessError,
