@@ -255,8 +255,9 @@ def _launch(folder: Path, settings: VLLMSettings, counters: _Counters) -> Any:
         os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = method
         if method == "fork":  # the tokenizer's threads do not survive a fork: say so up front
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        # A spawned engine core must not re-run the user's script.
-        with spawn_without_main():
+        # A spawned engine core must not re-run the user's script; a forked one starts as a
+        # fresh interpreter would (_as_fresh_interpreter).
+        with spawn_without_main(), _forking():
             return AsyncLLM(
                 vllm_config=vllm_config,
                 executor_class=Executor.get_class(vllm_config),
@@ -272,6 +273,16 @@ def _launch(folder: Path, settings: VLLMSettings, counters: _Counters) -> Any:
             "See vLLM's log above for the root cause; check the model folder and "
             "VLLMSettings (block_size must be a multiple of 32 on CPU)."
         ) from exc
+
+
+@contextlib.contextmanager
+def _forking() -> Iterator[None]:
+    global _forking_engine
+    _forking_engine = True
+    try:
+        yield
+    finally:
+        _forking_engine = False
 
 
 #: The user's own choice of start method for vLLM's processes, read before vLLM (whose CPU
@@ -292,15 +303,30 @@ def _start_method() -> str:
     return "spawn" if is_in_ray_actor() else "fork"  # type: ignore[no-untyped-call]
 
 
-def _forget_parent_signals() -> None:
-    """In a forked child: drop the signal wakeup fd inherited from the parent. It is the
-    parent's event loop's (anyio/asyncio's signal handling), so without this a SIGTERM that
-    vLLM sends its own process at shutdown would reach the parent as if sent to it."""
+#: True while this process forks vLLM's engine core (and forever in the forked engine core,
+#: which forks the worker): only those forks are reset like a fresh interpreter.
+_forking_engine = False
+
+
+def _as_fresh_interpreter() -> None:
+    """In a forked engine core or worker: what a spawned one would have started with.
+
+    * No signal wakeup fd: the inherited one is the parent's event loop's (anyio/asyncio's
+      signal handling), so a SIGTERM that vLLM sends its own processes at shutdown would reach
+      the parent as if sent to it.
+    * Python's default warning filters: the parent's may turn warnings into errors (pytest's
+      ``filterwarnings = error``, ``python -W error``), and vLLM's worker start-up warns."""
+    if not _forking_engine:
+        return
     with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing was set
         signal.set_wakeup_fd(-1)
+    warnings.resetwarnings()
+    warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+    for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+        warnings.filterwarnings("ignore", category=category)
 
 
-os.register_at_fork(after_in_child=_forget_parent_signals)
+os.register_at_fork(after_in_child=_as_fresh_interpreter)
 
 
 def _engine_processes() -> set[int]:
