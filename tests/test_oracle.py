@@ -260,6 +260,18 @@ def test_harness_run_takes_the_oracle_policy_on_the_scripted_engine(
     assert capsys.readouterr().out.count(" yes") == 2
 
 
+def test_harness_run_says_when_the_gold_policy_hides_a_false_fills_cost(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["run", "--task", "chain-03", "--engine", "scripted", "--arm", "S", "F", "--latency", "0"]  # fmt: skip
+    assert main([*argv, "--detector", "phase_heuristic"]) == 0  # gold: forced, so it "solves"
+    out = capsys.readouterr().out
+    assert "F/phase_heuristic: 1 of 1 certified window(s) were false fills" in out
+    assert "rerun with --policy oracle" in out
+    assert main(argv) == 0  # schema-sound: no false fill, no note
+    assert "false fill" not in capsys.readouterr().out
+
+
 def test_r3_reports_the_oracles_heuristic_control_where_a_false_fill_costs_accuracy() -> None:
     tasks = [task_by_id(TASKS, "fan_out-00"), task_by_id(TASKS, "chain-00")]
     jobs = [run(wt, "oracle", arm, detector=d)[1] for wt in tasks for arm, d in

@@ -290,3 +290,14 @@ def test_the_distribution_installs_one_import_package() -> None:
     names = {str(f) for f in dist.files or ()}
     assert "harness/toolsets/workspace/workspace.toml" in names
     assert not [n for n in names if n.startswith("harness/benchmarks/results")]
+
+
+def test_no_help_example_is_two_lines_joined_by_a_lost_backslash() -> None:
+    """An example continued with ``\\`` in a help text must print the backslash: a bare one in
+    the Python source joins the two lines into one unreadable line."""
+    whole = build_parser()
+    action = next(a for a in whole._subparsers._group_actions if a.dest == "command")  # type: ignore[union-attr]
+    for name, parser in action.choices.items():
+        for line in parser.format_help().splitlines():
+            if line.lstrip().startswith("harness "):
+                assert "      --" not in line, f"harness {name} --help: {line!r}"

@@ -53,9 +53,9 @@ examples:
   harness run --task fan_out-12 --trace run.jsonl --json # every turn, call and window as JSONL
   harness run --task mixed-04 --journal runs/m4          # journaled: survives a crash...
   harness run --resume runs/m4                           # ...and resumes without repeating a write
-  harness run --toolset mytools:toolset --manifest skills.toml --prompt 'Summarise a, b' \
+  harness run --toolset mytools:toolset --manifest skills.toml --prompt 'Summarise a, b' \\
       --inputs '{"keys": ["a", "b"]}'                    # your own task (S and F)
-  harness run --toolset mytools:make_toolset --manifest skills.toml --tasks tasks.jsonl \
+  harness run --toolset mytools:make_toolset --manifest skills.toml --tasks tasks.jsonl \\
       --out runs/mine                                    # a resumable batch of your tasks
 """
 
@@ -250,6 +250,19 @@ def run(args: argparse.Namespace) -> int:
         for job in jobs:
             if job["failures"]:
                 print(f"  {job['label']}: " + "; ".join(job["failures"][:3]))
+            false_fills = sum(1 for w in job.get("windows", []) if w.get("false_fill"))
+            if false_fills:
+                print(
+                    f"  {job['label']}: {false_fills} of {len(job['windows'])} certified "
+                    "window(s) were false fills (a call was generated while a result it "
+                    "needed was withheld)"
+                    + (
+                        "; the gold policy forces every call's arguments, so 'ok' hides their "
+                        "cost: rerun with --policy oracle to see it"
+                        if job.get("policy") == "gold"
+                        else ""
+                    )
+                )
             spec = job["summary"].get("extra", {}).get("speculation")
             if spec:
                 print(
