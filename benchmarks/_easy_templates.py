@@ -24,7 +24,7 @@ from harness.benchmarks._templates import NEW_TAGS, NOTE_TEXTS, Built, Template,
 from harness.task import GoldCall
 from harness.toolsets.workspace import STATUSES, WorkspaceState
 
-__all__ = ("EASY_SYSTEM_PROMPT", "EASY_TEMPLATES")
+__all__ = ("EASY_SYSTEM_PROMPT", "EASY_TEMPLATES", "LOOKUP_SYSTEM_PROMPT", "LOOKUP_TEMPLATES")
 
 EASY_SYSTEM_PROMPT = (
     "You work in a document workspace through tools. Every document has a key like d417.\n"
@@ -41,6 +41,23 @@ EASY_SYSTEM_PROMPT = (
     'The calls, in order: read_doc {"key": "d201"}, read_doc {"key": "d202"}, read_doc '
     '{"key": "d203"}. All 3 are done. The result for d202 says "owner": "hugo", so the final '
     "answer is: hugo"
+)
+
+
+#: The ``easy_lookup`` family's system prompt: the same rules, one worked example of its task.
+LOOKUP_SYSTEM_PROMPT = (
+    "You work in a document workspace through tools. Every document has a key like d417.\n"
+    "The user lists some documents and names one field. Call get_field once for each listed "
+    "document, in the order listed, with that field. Never call it twice for the same "
+    "document. When every listed document is done, stop calling tools. Then find the result "
+    "whose key is the document the user asks about, and answer with that result's value only.\n\n"
+    "Example. The user says: Look up the owner of these 3 documents, one get_field call each "
+    "with field 'owner': d201, d202, d203. Then answer with the owner of d202.\n"
+    'The calls, in order: get_field {"key": "d201", "field": "owner"}, get_field '
+    '{"key": "d202", "field": "owner"}, get_field {"key": "d203", "field": "owner"}. The '
+    'results are {"key": "d201", "owner": "kofi"}, {"key": "d202", "owner": "mira"} and '
+    '{"key": "d203", "owner": "tomas"}. The result whose key is d202 says "owner": "mira", so '
+    "the final answer is: mira"
 )
 
 
@@ -121,6 +138,38 @@ def easy_read(state: WorkspaceState, rng: random.Random, params: Sequence[int]) 
     )
 
 
+def easy_lookup(state: WorkspaceState, rng: random.Random, params: Sequence[int]) -> Built | None:
+    """Look up the owner (``get_field``) of each of n listed documents with n different owners,
+    then answer with the owner of one of them (any position): the answer is the model's to
+    pick from the results it sees, and every other listed owner is a wrong answer."""
+    (n,) = params
+    keys: list[str] = []  # n documents with n different owners: every answer but one is wrong
+    for key in rng.sample(state.keys(), len(state.keys())):
+        if state.get(key).owner not in {state.get(k).owner for k in keys}:
+            keys.append(key)
+    if len(keys) < n:
+        return None
+    keys = keys[:n]
+    asked = rng.choice(keys)
+    owner = state.get(asked).owner
+    others = sorted(state.get(k).owner for k in keys if k != asked)
+    call = "one get_field call each with field 'owner'"
+    return Built(
+        prompt=(
+            f"Look up the owner of these {n} documents, {call}: {_listing(keys)}. Then answer "
+            f"with the owner of {asked}."
+        ),
+        inputs={"keys": keys, "field": "owner"},
+        steps=(
+            ("lookup", tuple(GoldCall("get_field", {"key": k, "field": "owner"}) for k in keys)),
+        ),
+        answer=owner,
+        expect=(owner,),
+        forbid=tuple(others),
+        final=state.copy(),
+    )
+
+
 #: Template name (= manifest skill) -> builder.
 EASY_TEMPLATES: dict[str, Template] = {
     "easy_tag": easy_tag,
@@ -128,3 +177,6 @@ EASY_TEMPLATES: dict[str, Template] = {
     "easy_read": easy_read,
     "easy_note": easy_note,
 }
+
+#: ``easy_lookup``: its one template.
+LOOKUP_TEMPLATES: dict[str, Template] = {"easy_lookup": easy_lookup}

@@ -29,7 +29,13 @@ from harness.benchmarks.analysis import (
 )
 from harness.benchmarks.bfcl import CATEGORIES, BFCLDataError, data_quirks
 from harness.benchmarks.report_facts import _fmt, facts, markdown, regime_markdown
-from harness.benchmarks.report_family import family_accuracy, family_markdown, validator_by_family
+from harness.benchmarks.report_family import (
+    answer_baselines,
+    family_accuracy,
+    family_markdown,
+    validator_by_family,
+)
+from harness.benchmarks.tasks import ALL_KINDS
 from harness.costmodel import Regime
 from harness.costmodel_speculation import wall_time_speculative
 
@@ -76,7 +82,7 @@ def _per_n(windows: Sequence[WindowMeasure], regime: Regime) -> list[dict[str, A
 
 def _tokens_by_arm(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = defaultdict(dict)
-    for kind in ("fan_out", "chain", "mixed", "easy_fan_out"):
+    for kind in ALL_KINDS:
         for arm in ARMS:
             bills = [
                 j["summary"]["billed_tokens"]
@@ -181,6 +187,7 @@ def write_report(
         "accuracy": _accuracy(jobs),
         "family_accuracy": family_accuracy(jobs),
         "validator_by_family": validator_by_family(jobs),
+        "answer_baselines": answer_baselines(jobs),
         "bfcl": bfcl,
         "bfcl_gaps": bfcl_gaps(bfcl),
         "bfcl_quirks": _bfcl_quirks(bfcl),
@@ -319,7 +326,8 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
         for arm, (ok, n) in arms.items():
             lines.append(f"| {policy} | {arm} | {ok}/{n} ({100 * ok / n:.0f}%) |")
     lines += ["", *family_markdown(
-        summary.get("family_accuracy", {}), summary.get("validator_by_family", {})
+        summary.get("family_accuracy", {}), summary.get("validator_by_family", {}),
+        summary.get("answer_baselines"),
     )]  # fmt: skip
     if summary["bfcl"]:
         lines += ["", "## BFCL at temperature 0", "", "| category/arm | correct |", "|---|---|"]

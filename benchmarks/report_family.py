@@ -1,13 +1,14 @@
 """Accuracy per task family with confidence intervals, and what P+V's resamples bought.
 
-For each task kind that ran (``fan_out``, ``chain``, ``mixed``, ``easy_fan_out``), each
+For each task kind that ran (``fan_out``, ``chain``, ``mixed`` and the families), each
 policy and each arm (schema-sound detector): tasks solved out of run, with the 95% Wilson
 score interval, and each arm's difference to S with Newcombe's hybrid score interval
 (:func:`harness.benchmarks.analysis.gap_pp`, the interval R4 uses). For P+V per kind and
 policy: windows, resamples, resamples per window (ε̂_v), the jobs that resampled and how many
 of them were solved, and against P on the same tasks (P+V's first draw is P's, at the same
 temperature and seed, so a difference is what the resamples made) the tasks P+V solved that P
-did not and the reverse.
+did not and the reverse. For ``easy_lookup``, whose answer the model picks from its results,
+what two answerers without a model would score on the tasks that ran (:func:`answer_baselines`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from typing import Any
 
 from harness.benchmarks.analysis import _wilson, arm_key, gap_pp
 from harness.benchmarks.report_facts import reviewed_messages
+from harness.benchmarks.tasks import ALL_KINDS, generate_family
 
-__all__ = ("family_accuracy", "family_markdown", "validator_by_family")
+__all__ = ("answer_baselines", "family_accuracy", "family_markdown", "validator_by_family")
 
 Job = Mapping[str, Any]
-KINDS = ("fan_out", "chain", "mixed", "easy_fan_out")
+KINDS = ALL_KINDS
 ARMS = ("S", "F", "F+eager", "F+spec", "P", "P+V")
 POLICIES = ("gold", "oracle", "model")
 
@@ -95,12 +97,37 @@ def validator_by_family(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, An
     return out
 
 
+def answer_baselines(jobs: Sequence[Job]) -> dict[str, float] | None:
+    """For the ``easy_lookup`` tasks that ran under the model policy (seed 0): how many an
+    answerer with no model would solve — ``last`` gives the last result's owner (the
+    recency a small model falls back on), ``uniform`` picks one listed owner at random
+    (expected count). ``None`` when none ran."""
+    ran = {
+        j["task_id"] for j in jobs if j.get("kind") == "easy_lookup" and j.get("policy") == "model"
+    }
+    tasks = [t for t in generate_family("easy_lookup") if t.id in ran]
+    if not tasks:
+        return None
+    last = uniform = 0.0
+    for task in tasks:
+        keys = list(task.task.inputs["keys"])
+        owners = [task.initial_state().get(k).owner for k in keys]
+        last += owners[-1] in task.gold.answer_expect
+        uniform += 1 / len(keys)
+    return {"tasks": len(tasks), "last": last, "uniform": uniform}
+
+
 def _pct(value: float) -> str:
     return f"{100 * value:.0f}%"
 
 
-def family_markdown(accuracy: Mapping[str, Any], validator: Mapping[str, Any]) -> list[str]:
-    """The report's section: accuracy per kind, policy and arm with intervals; P+V's table."""
+def family_markdown(
+    accuracy: Mapping[str, Any],
+    validator: Mapping[str, Any],
+    baselines: Mapping[str, float] | None = None,
+) -> list[str]:
+    """The report's section: accuracy per kind, policy and arm with intervals; the
+    ``easy_lookup`` baselines (:func:`answer_baselines`); P+V's table."""
     if not accuracy:
         return []
     lines = [
@@ -126,6 +153,14 @@ def family_markdown(accuracy: Mapping[str, Any], validator: Mapping[str, Any]) -
                     + ("–" if diff_ci is None else f"[{diff_ci[0]:+.1f}, {diff_ci[1]:+.1f}]")
                     + " |"
                 )
+    if baselines:
+        lines += [
+            "",
+            f"easy_lookup without a model, on the same {baselines['tasks']:.0f} tasks: answering "
+            f"with the last result's owner solves {baselines['last']:.0f}; a uniform pick among "
+            f"the listed owners solves {baselines['uniform']:.1f} on average. A model-policy arm "
+            "above these picks by the key asked, not by position or luck.",
+        ]
     if validator:
         lines += [
             "",

@@ -49,7 +49,12 @@ from typing import Any, Final, Literal, get_args
 
 import jsonschema
 
-from harness.benchmarks._easy_templates import EASY_SYSTEM_PROMPT, EASY_TEMPLATES
+from harness.benchmarks._easy_templates import (
+    EASY_SYSTEM_PROMPT,
+    EASY_TEMPLATES,
+    LOOKUP_SYSTEM_PROMPT,
+    LOOKUP_TEMPLATES,
+)
 from harness.benchmarks._templates import SYSTEM_PROMPT, TEMPLATES
 from harness.conflicts import contains
 from harness.engines.base import ToolCall
@@ -78,11 +83,11 @@ __all__ = (
     "workload_tasks",
 )
 
-Kind = Literal["fan_out", "chain", "mixed", "easy_fan_out"]
+Kind = Literal["fan_out", "chain", "mixed", "easy_fan_out", "easy_lookup"]
 #: The kinds of the paper's 48 tasks (:func:`generate_tasks`).
 KINDS: Final[tuple[Kind, ...]] = ("fan_out", "chain", "mixed")
 #: Task families beside the 48 (:func:`generate_family`).
-FAMILIES: Final[tuple[Kind, ...]] = ("easy_fan_out",)
+FAMILIES: Final[tuple[Kind, ...]] = ("easy_fan_out", "easy_lookup")
 ALL_KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
 STATE_SIZE: Final = 24
 TASKS_PER_KIND: Final = 16
@@ -111,8 +116,13 @@ _MIXED: tuple[tuple[str, tuple[int, ...]], ...] = (
 #: easy_fan_out: the four templates in turn, window sizes 2, 3, 4 in turn.
 _EASY_TEMPLATES = ("easy_tag", "easy_status", "easy_read", "easy_note")
 _EASY_SIZES = (2, 3, 4)
-_ALL_TEMPLATES = {**TEMPLATES, **EASY_TEMPLATES}
-_SYSTEM = {"easy_fan_out": EASY_SYSTEM_PROMPT}
+#: Each family: its templates in turn, with the window sizes 2, 3, 4 in turn.
+_FAMILY_TEMPLATES: dict[Kind, tuple[str, ...]] = {
+    "easy_fan_out": _EASY_TEMPLATES,
+    "easy_lookup": ("easy_lookup",),
+}
+_ALL_TEMPLATES = {**TEMPLATES, **EASY_TEMPLATES, **LOOKUP_TEMPLATES}
+_SYSTEM = {"easy_fan_out": EASY_SYSTEM_PROMPT, "easy_lookup": LOOKUP_SYSTEM_PROMPT}
 
 
 class TaskFileError(ConfigError):
@@ -391,16 +401,22 @@ def _check_seed(seed: object) -> None:
 
 
 def _family_specs(family: Kind) -> list[tuple[Kind, str, tuple[int, ...]]]:
-    if family != "easy_fan_out":
+    if family not in FAMILIES:
         raise ConfigError(f"Unknown task family {family!r}; the families are {list(FAMILIES)}.")
-    return [(family, _EASY_TEMPLATES[i % 4], (_EASY_SIZES[i % 3],)) for i in range(TASKS_PER_KIND)]
+    templates = _FAMILY_TEMPLATES[family]
+    return [
+        (family, templates[i % len(templates)], (_EASY_SIZES[i % 3],))
+        for i in range(TASKS_PER_KIND)
+    ]
 
 
 def generate_family(family: Kind, seed: int = 0) -> list[WorkloadTask]:
     """The 16 tasks of ``family`` (:data:`FAMILIES`) for ``seed``; their store seeds follow
-    the 48 tasks', so no family task shares a store seed with one of them."""
+    the 48 tasks' and the families' before it, so no two tasks share a store seed."""
     _check_seed(seed)
-    offset = len(_specs())
+    if family not in FAMILIES:
+        raise ConfigError(f"Unknown task family {family!r}; the families are {list(FAMILIES)}.")
+    offset = len(_specs()) + TASKS_PER_KIND * FAMILIES.index(family)
     return [
         _build(seed, offset + i, kind, template, params)
         for i, (kind, template, params) in enumerate(_family_specs(family))

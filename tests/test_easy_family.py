@@ -1,4 +1,4 @@
-"""The easy_fan_out family and the manifest-guided levers (scripted engine)."""
+"""The easy_fan_out and easy_lookup families and the manifest-guided levers (scripted engine)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from harness.testing import ScriptedEngine
 from harness.toolsets.workspace import load_workspace_manifest
 
 FAMILY = generate_family("easy_fan_out")
+LOOKUP = generate_family("easy_lookup")
 MANIFEST = load_workspace_manifest()
 LABELS = ("S", "F", "F+eager", "P", "P+V")
 #: sha256 of tasks_to_json(generate_tasks(0)) before the family existed: the 48 are unchanged.
@@ -53,7 +54,36 @@ def test_the_family_is_sixteen_small_fan_out_windows_with_their_own_ids_seeds_an
     assert tasks_to_json(generate_family("easy_fan_out", 0)) == tasks_to_json(FAMILY)
     assert tasks_from_json(tasks_to_json(FAMILY)) == FAMILY
     assert hashlib.sha256(tasks_to_json(FAMILY).encode()).hexdigest() == FAMILY_SHA256
-    assert FAMILIES == ("easy_fan_out",)
+    assert FAMILIES == ("easy_fan_out", "easy_lookup")
+
+
+def test_the_lookup_family_asks_for_one_of_n_different_owners_at_every_position() -> None:
+    assert [t.id for t in LOOKUP] == [f"easy_lookup-{i:02d}" for i in range(16)]
+    assert all(t.kind == "easy_lookup" and t.skill == "easy_lookup" for t in LOOKUP)
+    assert {t.windows[0] for t in LOOKUP} == {2, 3, 4}
+    seeds = [t.state_seed for t in [*generate_tasks(0), *FAMILY, *LOOKUP]]
+    assert len(set(seeds)) == len(seeds)  # no task shares a store with another
+    positions = set()
+    for wt in LOOKUP:
+        keys = list(wt.task.inputs["keys"])
+        owners = [wt.initial_state().get(k).owner for k in keys]
+        assert len(set(owners)) == len(owners)  # every other listed owner is a wrong answer
+        (owner,) = wt.gold.answer_expect
+        assert sorted(wt.gold.answer_forbid) == sorted(set(owners) - {owner})
+        assert wt.task.prompt.endswith(f"the owner of {keys[owners.index(owner)]}.")
+        positions.add((owners.index(owner), len(keys)))
+        assert all(c.name == "get_field" and c.arguments["field"] == "owner"
+                   for c in wt.gold.required_calls)  # fmt: skip
+    assert {p for p, n in positions} >= {0, 1, 2}  # not always the first
+    assert {n - 1 for p, n in positions} & {p for p, n in positions}  # the last, sometimes
+    assert {p for p, n in positions if p < n - 1}  # ... and not always the last
+    # the worked example's owners are not the workspace's: copying it is never right
+    from harness.benchmarks.tasks import SYSTEM_PROMPT
+    from harness.toolsets.workspace import OWNERS
+
+    system = LOOKUP[0].task.system
+    assert system != SYSTEM_PROMPT
+    assert not [o for o in OWNERS if f'"{o}"' in system]
 
 
 def test_the_paper_s_48_tasks_are_unchanged_by_the_family() -> None:
@@ -64,7 +94,7 @@ def test_the_paper_s_48_tasks_are_unchanged_by_the_family() -> None:
 
 
 def test_an_unknown_family_is_an_error_naming_the_families() -> None:
-    with pytest.raises(ConfigError, match="easy_fan_out"):
+    with pytest.raises(ConfigError, match="easy_fan_out.*easy_lookup"):
         generate_family("hard_fan_out")  # type: ignore[arg-type]
 
 
@@ -73,7 +103,7 @@ def test_an_unknown_family_is_an_error_naming_the_families() -> None:
 def test_gold_and_oracle_solve_every_family_task_in_every_arm(policy: str, levers: bool) -> None:
     async def go() -> list[dict[str, Any]]:
         jobs = []
-        for wt in FAMILY:
+        for wt in [*FAMILY, *LOOKUP]:
             for label in LABELS:
                 spec = JobSpec.from_label(
                     label, policy=policy, latency_s=0.0, input_enums=levers,
@@ -86,16 +116,33 @@ def test_gold_and_oracle_solve_every_family_task_in_every_arm(policy: str, lever
     assert [j["failures"] for j in jobs if not j["success"]] == []
     flattened = [j for j in jobs if j["arm"] == "F"]
     for job in flattened:
-        wt = task_by_id(FAMILY, job["task_id"])
+        wt = task_by_id([*FAMILY, *LOOKUP], job["task_id"])
         assert [len(w["call_ids"]) for w in job["windows"]] == list(wt.windows)
 
 
-def test_a_family_answer_that_names_another_owner_fails_its_label() -> None:
-    wt = next(t for t in FAMILY if t.template == "easy_read" and t.gold.answer_forbid)
+@pytest.mark.parametrize("template", ["easy_read", "easy_lookup"])
+def test_a_family_answer_that_names_another_owner_fails_its_label(template: str) -> None:
+    wt = next(t for t in [*FAMILY, *LOOKUP] if t.template == template and t.gold.answer_forbid)
     calls = wt.gold.required_calls
     assert wt.score(calls, wt.initial_state(), wt.task.gold_answer)
+    assert wt.score(calls, wt.initial_state(), f"The owner is {wt.task.gold_answer}.")
     assert not wt.score(calls, wt.initial_state(), wt.gold.answer_forbid[0])
     assert not wt.score(calls[:-1], wt.initial_state(), wt.task.gold_answer)
+
+
+def test_the_lookup_baselines_count_what_no_model_would_solve() -> None:
+    from harness.benchmarks.report_family import answer_baselines
+
+    jobs = [{"task_id": t.id, "kind": "easy_lookup", "policy": "model"} for t in LOOKUP]
+    base = answer_baselines(jobs)
+    assert base is not None
+    last = 0
+    for wt in LOOKUP:
+        keys = list(wt.task.inputs["keys"])
+        last += wt.task.prompt.endswith(f"the owner of {keys[-1]}.")
+    assert base["last"] == last
+    assert base["uniform"] == pytest.approx(sum(1 / len(t.task.inputs["keys"]) for t in LOOKUP))
+    assert answer_baselines([{**jobs[0], "policy": "gold"}]) is None
 
 
 def _first_call(messages: Any, tools: Any) -> Any:

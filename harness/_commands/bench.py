@@ -52,8 +52,10 @@ examples:
   harness bench --tasks fan_out-10 chain-01 --arms S F --policy gold
   harness bench --policy gold oracle --arms S F  # R3 where it can fail: the oracle under false fills
   harness bench --report-only runs/full          # recompute the report from results.jsonl
-  harness bench --tasks easy_fan_out --policy model --arms S F P P+V --no-heuristic --bfcl 0 0 \
+  harness bench --tasks easy_fan_out --policy model --arms S F P P+V --no-heuristic --bfcl 0 0 \\
       --skill-tools --open-slots                 # the family the 135M model can solve
+  harness bench --tasks easy_lookup --policy model --arms S F P P+V --no-heuristic --bfcl 0 0 \\
+      --skill-tools --open-slots                 # ...and the one where it picks the answer
   harness bench --quick --ray auto --ray-workers 2   # the jobs on a local Ray cluster, same report
   harness frontier --params runs/full/regime.json --n 2 6 10   # the closed form at the measured regime
 """
@@ -114,8 +116,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         nargs="+",
         default=None,
         metavar="ID",
-        help="only these task ids, or a kind for all of its tasks (e.g. easy_fan_out, the "
-        "family a 135M model can solve)",
+        help="only these task ids, or a kind for all of its tasks (e.g. easy_fan_out or "
+        "easy_lookup, the families sized for a 135M model)",
     )
     parser.add_argument(
         "--no-heuristic", action="store_true", help="skip the phase-heuristic control runs"

@@ -1,4 +1,4 @@
-"""``harness tasks``: list and show the 48 seeded workload tasks and the easy_fan_out family
+"""``harness tasks``: list and show the 48 seeded workload tasks and the task families
 (:mod:`harness.benchmarks.tasks`)."""
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ phases, chains, disjoint writes and conflicting ones). Each task has a gold labe
 by construction: the expected final store fingerprint, the calls it requires and the
 phrases its answer must (not) contain. Same seed, same tasks, byte for byte.
 
-Beside the 48, the easy_fan_out family (--kind easy_fan_out): 16 small fan-out tasks (one
-window of 2-4 calls, a one-line answer) that the packaged 135M model can solve.
+Beside the 48, two families of 16 small fan-out tasks (one window of 2-4 calls, a one-line
+answer) sized for the packaged 135M model: easy_fan_out (--kind easy_fan_out: tag, status,
+note and read tasks) and easy_lookup (--kind easy_lookup: look up the owners of 2-4
+documents, then name one of them: the answer is the model's to pick from its results).
 """
 
 EPILOG = """\
@@ -34,7 +36,8 @@ examples:
   harness tasks list                       # all 48: kind, skill, window sizes, gold calls
   harness tasks list --kind chain          # the null arm
   harness tasks list --seed 7 --json       # another draw, as JSON
-  harness tasks list --kind easy_fan_out   # the family a 135M model can solve
+  harness tasks list --kind easy_fan_out   # a family a 135M model can solve
+  harness tasks list --kind easy_lookup    # ... and one where it picks the answer
   harness tasks show mixed-03              # prompt, inputs, gold steps and label
   harness tasks show fan_out-12 --json     # the full task file entry
 """
@@ -62,7 +65,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     listing.add_argument(
         "--kind",
         choices=ALL_KINDS,
-        help="only tasks of this kind (default: the 48; easy_fan_out: the family beside them)",
+        help="only tasks of this kind (default: the 48; easy_fan_out, easy_lookup: the families "
+        "beside them)",
     )
     listing.set_defaults(func=run_list)
     show = actions.add_parser(
