@@ -186,3 +186,32 @@ async def test_closing_the_engine_leaves_no_process_behind(tiny_model_dir: Path)
     assert engine.closed
     await engine.aclose()  # idempotent
     assert not (_vllm_children() & started)
+
+
+def test_a_quiet_engine_prints_nothing_from_start_to_close(tiny_model_dir: Path) -> None:
+    """The default (``quiet``) engine, in a fresh process as a user's script starts it: vLLM's
+    and torch's start-up chatter (deprecation warnings, the worker's NUMA note, the weight
+    loading bars) reaches neither stdout nor stderr."""
+    import subprocess
+    import sys
+
+    script = (
+        "import anyio\n"
+        "from harness.engines.base import GenerationSettings\n"
+        "from harness.engines.vllm import VLLMEngine\n"
+        "from tests.engine_support import TINY_SETTINGS\n"
+        "async def main():\n"
+        f"    engine = await VLLMEngine.start({str(tiny_model_dir)!r}, **TINY_SETTINGS)\n"
+        "    chat = [{'role': 'user', 'content': 'hi'}]\n"
+        "    await engine.generate(chat, [], GenerationSettings(max_tokens=4, temperature=0.0))\n"
+        "    await engine.aclose()\n"
+        "anyio.run(main)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "TORCH_CPP"))}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
+        cwd=Path(__file__).resolve().parents[1],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == ""

@@ -89,7 +89,10 @@ class VLLMSettings:
     - ``max_num_seqs`` 32: room for 8–16 concurrent loops plus batched resamples.
     - ``max_model_len`` 8192: SmolLM2's trained context.
     - ``quiet``: vLLM logs errors only (its start-up warnings about tcmalloc, Triton and
-      eager mode are expected here); set ``VLLM_LOGGING_LEVEL`` yourself to see more.
+      eager mode are expected here), its processes drop vLLM's and torch's FutureWarnings,
+      torch's C++ warnings (``TORCH_CPP_LOG_LEVEL=ERROR``, if torch is not imported yet) and
+      the weight-loading progress bars: a quiet engine prints nothing. Set
+      ``VLLM_LOGGING_LEVEL`` or ``TORCH_CPP_LOG_LEVEL`` yourself to see more.
     - ``load_format`` ``"dummy"`` gives random weights (fast contract tests; output is noise).
     - ``extra``: any further ``AsyncEngineArgs`` fields, passed through.
     """
@@ -137,6 +140,7 @@ class VLLMSettings:
             "load_format": self.load_format,
             # Per-request timings and the prefix-cache counters come from vLLM's stats.
             "disable_log_stats": False,
+            "use_tqdm_on_load": not self.quiet,  # "Loading safetensors checkpoint shards" bars
         }
         args.update(self.extra)
         return args
@@ -146,6 +150,9 @@ class VLLMSettings:
         env = {"VLLM_CPU_OMP_THREADS_BIND": self.threads_bind or _all_cpus()}
         if self.quiet:
             env["VLLM_LOGGING_LEVEL"] = "ERROR"
+            # torch's C++ warnings (the worker's "NUMA binding: Using MEMBIND policy ..."):
+            # read when torch is first imported, so only a process that has not imported it yet
+            env["TORCH_CPP_LOG_LEVEL"] = "ERROR"
         return env
 
 
@@ -257,7 +264,7 @@ def _launch(folder: Path, settings: VLLMSettings, counters: _Counters) -> Any:
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         # A spawned engine core must not re-run the user's script; a forked one starts as a
         # fresh interpreter would (_as_fresh_interpreter).
-        with spawn_without_main(), _forking():
+        with spawn_without_main(), _forking(settings.quiet):
             return AsyncLLM(
                 vllm_config=vllm_config,
                 executor_class=Executor.get_class(vllm_config),
@@ -276,9 +283,9 @@ def _launch(folder: Path, settings: VLLMSettings, counters: _Counters) -> Any:
 
 
 @contextlib.contextmanager
-def _forking() -> Iterator[None]:
-    global _forking_engine
-    _forking_engine = True
+def _forking(quiet: bool) -> Iterator[None]:
+    global _forking_engine, _quiet_engine
+    _forking_engine, _quiet_engine = True, quiet
     try:
         yield
     finally:
@@ -306,6 +313,8 @@ def _start_method() -> str:
 #: True while this process forks vLLM's engine core (and forever in the forked engine core,
 #: which forks the worker): only those forks are reset like a fresh interpreter.
 _forking_engine = False
+#: The forking engine's ``quiet`` setting, for :func:`_as_fresh_interpreter`.
+_quiet_engine = True
 
 
 def _as_fresh_interpreter() -> None:
@@ -324,6 +333,8 @@ def _as_fresh_interpreter() -> None:
     warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
     for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
         warnings.filterwarnings("ignore", category=category)
+    if _quiet_engine:  # vLLM's and torch's own deprecations, as the front end ignores them
+        warnings.filterwarnings("ignore", category=FutureWarning)
 
 
 os.register_at_fork(after_in_child=_as_fresh_interpreter)
