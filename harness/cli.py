@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -117,6 +118,15 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise Terminated
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured): nothing to do
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(arguments)
@@ -146,6 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_JOB_FAILED
+    except BrokenPipeError:  # `harness tasks list | head`: the reader has all it wanted
+        _silence_stdout()
+        return 128 + signal.SIGPIPE
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
         print("terminated" if terminated else "interrupted", file=sys.stderr)

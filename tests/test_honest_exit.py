@@ -239,3 +239,23 @@ def test_resume_options_that_cannot_work_are_usage_errors(
     assert "drop --task" in capsys.readouterr().err
     assert main(["run", "--engine", "scripted"]) == 2
     assert "needs --task ID" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly_with_sigpipe_s_status() -> None:
+    """``harness tasks list --json | head -c 10``: no traceback, the status a command killed by
+    SIGPIPE has (128 + 13), as with any Unix filter. The pipe is made one page small, so the
+    listing (~6 kB) cannot fit in it before the reader goes away."""
+    fcntl = pytest.importorskip("fcntl")
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, 1031, 4096)  # F_SETPIPE_SZ (Linux)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "tasks", "list", "--json"], stdout=write_end,
+        stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    os.close(write_end)
+    assert os.read(read_end, 10)
+    os.close(read_end)
+    _, stderr = process.communicate(timeout=60)
+    error = stderr.decode()
+    assert process.returncode == 128 + signal.SIGPIPE, error
+    assert "Traceback" not in error
