@@ -132,6 +132,10 @@ def _digest(path: Path | None) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+#: The manifest-guided levers (:mod:`harness.loop.input_enums`), recorded only when set.
+_LEVERS = ("input_enums", "skill_tools", "open_slots")
+
+
 @dataclass(frozen=True)
 class UserBatchPlan:
     """What a batch covers: the task file (``None`` for one task from the command line), the
@@ -149,6 +153,9 @@ class UserBatchPlan:
     concurrency: int = 4
     engine_label: str = "vllm"
     model: str | None = None
+    input_enums: bool = False
+    skill_tools: bool = False
+    open_slots: bool = False
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -161,6 +168,8 @@ class UserBatchPlan:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name in ("out", "concurrency"):
+                continue
+            if f.name in _LEVERS and not value:  # a plan without levers keeps its fingerprint
                 continue
             out[f.name] = list(value) if isinstance(value, tuple) else value
             if isinstance(value, Path):
@@ -176,7 +185,11 @@ class UserBatchPlan:
     def specs(self) -> list[JobSpec]:
         return [
             JobSpec.from_label(
-                label, policy=self.policy, detector=self.detector, max_tokens=self.max_tokens
+                label,
+                policy=self.policy,
+                detector=self.detector,
+                max_tokens=self.max_tokens,
+                **{name: getattr(self, name) for name in _LEVERS},
             )
             for label in dict.fromkeys(self.arms)
         ]

@@ -94,7 +94,7 @@ def test_the_paper_s_48_tasks_are_unchanged_by_the_family() -> None:
 
 
 def test_an_unknown_family_is_an_error_naming_the_families() -> None:
-    with pytest.raises(ConfigError, match="easy_fan_out.*easy_lookup"):
+    with pytest.raises(ConfigError, match=r"easy_fan_out.*easy_lookup"):
         generate_family("hard_fan_out")  # type: ignore[arg-type]
 
 
@@ -302,13 +302,13 @@ def test_harness_bench_records_the_levers_in_its_plan_and_reports_intervals(
     assert "open_slots" in capsys.readouterr().err
 
 
-def test_the_levers_are_for_the_seeded_workload_in_harness_run(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_the_levers_need_a_manifest_for_your_own_task(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["run", "--toolset", "tests.user_toolset:toolset", "--prompt", "x",
-                 "--engine", "scripted", "--open-slots"])  # fmt: skip
+                 "--engine", "scripted", "--open-slots", "--skill-tools"])  # fmt: skip
     assert code == 2
-    assert "--open-slots" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--skill-tools, --open-slots narrow the model's choices" in err
+    assert "pass --manifest FILE" in err
 
 
 def test_validator_accounting_compares_p_v_with_p_on_the_same_tasks() -> None:

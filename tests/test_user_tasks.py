@@ -317,3 +317,74 @@ def test_one_task_from_the_prompt_runs_S_and_F_with_a_window_in_F(
     assert rows["S"][3] == "-"
     assert rows["F"][3] == "3"  # one certified window of the three reads
     assert "F answer: Summary written." in out
+
+
+def test_the_manifest_guided_levers_narrow_your_own_tasks_prompt_and_grammar(
+    manifest: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--skill-tools offers only the skill's tools (not append_log), --open-slots makes the
+    input-sourced key an enum of the task's keys and, turn by turn, of the keys not yet read;
+    the same narrowing in S and F; a batch records the levers in its plan."""
+    from contextlib import asynccontextmanager
+
+    from harness._commands import run_user
+    from harness.testing import ScriptedEngine
+
+    engines: list[ScriptedEngine] = []
+
+    @asynccontextmanager
+    async def engine(args: Any) -> Any:  # the model policy, played by a script
+        async with ScriptedEngine(script=scripted_model) as scripted:
+            engines.append(scripted)
+            yield scripted
+
+    monkeypatch.setattr(run_user, "open_engine", engine)
+    argv = [a for a in one_task(manifest) if a not in ("--engine", "scripted")]
+    assert main([*argv, "--skill-tools", "--open-slots"]) == 0
+    assert "F answer: Summary written." in capsys.readouterr().out
+    requests = engines[-1].requests
+    names = {s["function"]["name"] for r in requests for s in r.tools}
+    assert names == {"read_doc", "write_doc"}  # the skill's tools only
+    read = next(s for s in requests[0].tools if s["function"]["name"] == "read_doc")
+    assert read["function"]["parameters"]["properties"]["key"]["enum"] == KEYS
+    second = requests[1].settings.grammar_tools  # after reading a: only b and c are open
+    assert second is not None
+    open_read = next(s for s in second if s["function"]["name"] == "read_doc")
+    assert open_read["function"]["parameters"]["properties"]["key"]["enum"] == KEYS[1:]
+    assert main(argv) == 0  # without the levers: every tool, no enum
+    plain = engines[-1].requests
+    assert {s["function"]["name"] for s in plain[0].tools} == {
+        "read_doc",
+        "write_doc",
+        "append_log",
+    }
+    capsys.readouterr()
+    tasks, out = write_tasks(manifest.parent / "tasks.jsonl", 1), manifest.parent / "out"
+    assert main([*batch(manifest, tasks, out), "--open-slots"]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["settings"]["open_slots"] is True
+    assert "skill_tools" not in plan["settings"]  # unset levers leave old plans' fingerprints
+
+
+def test_the_docs_note_store_example_runs_with_the_levers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/examples (the toolset and skill docs/your-tasks.md runs on the real engine) loads,
+    validates and, replaying its gold calls with the levers on, certifies the reads in F."""
+    examples = Path(__file__).resolve().parents[1] / "docs" / "examples"
+    keys = ["alpha", "beta", "gamma"]
+    tasks = tmp_path / "notes.jsonl"
+    gold = [[{"name": "read_note", "arguments": {"key": k}} for k in keys],
+            {"name": "write_note", "arguments": {"key": "digest", "text": "all three"}}]  # fmt: skip
+    tasks.write_text(json.dumps({"id": "n", "prompt": "Digest alpha, beta, gamma.",
+                                 "inputs": {"keys": keys, "target": "digest"},
+                                 "gold_calls": gold}) + "\n")  # fmt: skip
+    argv = ["run", "--toolset", f"{examples / 'notes_tools.py'}:make_toolset", "--manifest",
+            str(examples / "skills.toml"), "--tasks", str(tasks), "--out", str(tmp_path / "o"),
+            "--engine", "scripted", "--policy", "gold", "--skill-tools", "--open-slots",
+            "--json"]  # fmt: skip
+    assert main(argv) == 0
+    jobs = {j["label"]: j for j in json.loads(capsys.readouterr().out)}
+    assert jobs["S"]["success"]
+    assert jobs["F"]["success"]
+    assert [len(w["call_ids"]) for w in jobs["F"]["windows"]] == [3]

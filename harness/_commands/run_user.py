@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from harness._commands._engine_args import open_engine
+from harness._commands._guide_args import guides
 from harness._commands._ray_args import open_ray_pool
 from harness._commands._signals import until_signalled
 from harness._jsonl import open_append
@@ -27,9 +28,7 @@ __all__ = ("USER_ARMS", "add_user_task_arguments", "is_user_task", "run_user_tas
 
 #: The arms a task of yours runs under unless --arm says otherwise.
 USER_ARMS = ("S", "F")
-_WORKLOAD_ONLY = (
-    "seed", "latency", "sigma", "journal", "resume", "input_enums", "skill_tools", "open_slots",
-)  # fmt: skip
+_WORKLOAD_ONLY = ("seed", "latency", "sigma", "journal", "resume")
 
 
 def add_user_task_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,6 +134,13 @@ def _check_options(args: argparse.Namespace) -> None:
         raise ConfigError(
             f"--skill {args.skill} names a skill of a manifest; pass --manifest FILE too."
         )
+    levers = ["--" + n.replace("_", "-") for n, on in guides(args).items() if on]
+    if levers and args.manifest is None:
+        raise ConfigError(
+            f"{', '.join(levers)} narrow{'s' if len(levers) == 1 else ''} the model's choices "
+            "by what a skill's phases say (their tools, and which arguments come from which "
+            "task input); pass --manifest FILE."
+        )
 
 
 def _skill(manifest: Manifest | None, skill: str | None, *, required: bool) -> str | None:
@@ -192,6 +198,7 @@ def run_user_task(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         engine_label=args.engine,
         model=args.model,
+        **guides(args),
     )
     if args.tasks is not None:
         return _run_batch(args, plan, tasks, factory, manifest)
