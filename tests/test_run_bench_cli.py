@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,12 +79,13 @@ def test_harness_run_rejects_bad_input_without_a_traceback(
 
 
 def test_harness_bench_runs_resumes_and_reports(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     args = [
         "bench", "--engine", "scripted", "--out", str(tmp_path), "--tasks", "fan_out-06", "chain-00",
         "--arms", "S", "F", "--policy", "gold", "--model-arms", "S", "--bfcl", "0", "0", "--latency", "0",
     ]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["harness", *args])  # the command the plan records
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "R2:" in out
@@ -93,7 +95,14 @@ def test_harness_bench_runs_resumes_and_reports(
     )  # 2 tasks × (S, F, F/heuristic)
     assert main(args) == 0
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 6
+    before = (
+        (tmp_path / "report.md").read_text(),
+        json.loads((tmp_path / "summary.json").read_text()),
+    )
     assert main(["bench", "--report-only", str(tmp_path)]) == 0
+    # A re-report from results.jsonl is the report the run wrote: same text, same meta.
+    assert (tmp_path / "report.md").read_text() == before[0]
+    assert json.loads((tmp_path / "summary.json").read_text())["meta"] == before[1]["meta"]
 
 
 def test_harness_bench_report_only_on_an_empty_directory_says_what_to_do(

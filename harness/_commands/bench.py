@@ -232,10 +232,14 @@ def run(args: argparse.Namespace) -> int:
     return _exit_status(load_results(out / "results.jsonl"), out)
 
 
+#: What a re-report keeps of the run's own meta: how and where it ran, not what it found.
+_KEPT_META = ("engine", "plan", "bench_wall_s", "segment_wall_s", "executor", "versions")
+
+
 def _stored_meta(out: Path, current_versions: dict[str, str]) -> dict[str, Any]:
-    """The meta of the run's own summary.json (engine, plan, command, wall, versions), so a
-    re-report keeps them; an older run recorded its command without ``bench`` (a bug since
-    fixed): it is put back."""
+    """The meta of the run's own summary.json (engine, plan, command, walls, executor,
+    versions), so a re-report keeps them; an older run recorded its command without ``bench``
+    (a bug since fixed): it is put back."""
     import json
 
     meta: dict[str, Any] = {"engine": "(from results)", "versions": current_versions}
@@ -243,9 +247,7 @@ def _stored_meta(out: Path, current_versions: dict[str, str]) -> dict[str, Any]:
         stored = json.loads((out / "summary.json").read_text(encoding="utf-8")).get("meta", {})
     except (OSError, ValueError):
         return meta
-    meta.update(
-        {k: v for k, v in stored.items() if k in ("engine", "plan", "bench_wall_s", "versions")}
-    )
+    meta.update({k: v for k, v in stored.items() if k in _KEPT_META})
     command = str(meta.get("plan", {}).get("command", ""))
     if command.startswith("harness ") and not command.startswith("harness bench"):
         meta["plan"] = {**meta["plan"], "command": "harness bench " + command[len("harness ") :]}
