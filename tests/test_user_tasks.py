@@ -316,6 +316,8 @@ def test_one_task_from_the_prompt_runs_S_and_F_with_a_window_in_F(
     }
     assert rows["S"][3] == "-"
     assert rows["F"][3] == "3"  # one certified window of the three reads
+    assert rows["S"][-1] == rows["F"][-1] == "-"  # finished, and no gold label to check
+    assert "ok -: the run finished; the task has no gold label" in out
     assert "F answer: Summary written." in out
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
 
-__all__ = ("exit_status", "render_table")
+__all__ = ("UNSCORED_NOTE", "exit_status", "render_table")
 
 
 def exit_status(jobs: list[dict[str, Any]], name: str = "label") -> int:
@@ -24,6 +24,20 @@ def exit_status(jobs: list[dict[str, Any]], name: str = "label") -> int:
         if job["error"]:
             print(f"  {job[name]}: {job['error']}", file=sys.stderr)
     return EXIT_JOB_FAILED
+
+
+def _ok(job: dict[str, Any]) -> str:
+    """``yes`` / ``NO`` against the gold label; ``-`` for a finished run of a task that has none
+    to check (your own task without ``gold_answer`` or ``gold_calls``)."""
+    if not job["success"]:
+        return "NO"
+    return "-" if job.get("scored") is False else "yes"
+
+
+#: The line under a table that has a ``-`` in its ok column.
+UNSCORED_NOTE = (
+    "  ok -: the run finished; the task has no gold label (gold_answer, gold_calls) to check"
+)
 
 
 def render_table(jobs: list[dict[str, Any]]) -> str:
@@ -48,7 +62,7 @@ def render_table(jobs: list[dict[str, Any]]) -> str:
             job["label"], str(s.get("turns", 0)), str(s.get("calls", 0)), windows,
             str(s.get("discards", s.get("repairs", 0))), str(s.get("prompt_tokens", 0)), str(s.get("cached_tokens", 0)),
             str(s.get("billed_tokens", 0)), f"{s.get('engine_s', 0.0):.2f}", f"{s.get('wall_s', 0.0):.2f}",
-            "yes" if job["success"] else "NO",
+            _ok(job),
         ))  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)

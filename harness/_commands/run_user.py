@@ -268,7 +268,7 @@ def _run_batch(
 
 
 def _report(args: argparse.Namespace, jobs: list[dict[str, Any]], head: str) -> int:
-    from harness._commands._table import exit_status, render_table
+    from harness._commands._table import UNSCORED_NOTE, exit_status, render_table
 
     if args.json:
         print(json.dumps(jobs, indent=2, sort_keys=True, default=str))
@@ -276,6 +276,8 @@ def _report(args: argparse.Namespace, jobs: list[dict[str, Any]], head: str) -> 
         print(f"{head}, engine {args.engine}")
         rows = [{**j, "label": f"{j['task_id']} {j['label']}"} for j in jobs]
         print(render_table(rows if args.tasks else jobs))
+        if any(j["success"] and j.get("scored") is False for j in jobs):
+            print(UNSCORED_NOTE)
         for job in jobs:
             name = f"{job['task_id']} {job['label']}" if args.tasks else job["label"]
             if job["answer"] is not None:
