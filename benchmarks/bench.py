@@ -54,6 +54,7 @@ from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop import LoopConfig, run_loop
+from harness.loop.input_enums import LEVERS
 from harness.manifest import Manifest
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -74,7 +75,7 @@ _NOT_IN_FINGERPRINT = frozenset({"out", "declared_gap_pp", "command", "notes"})
 #: Plan fields added after plans were first recorded, with their defaults: at its default such
 #: a field is left out of the settings, so a plan recorded before it existed keeps its
 #: fingerprint (and its run can still be resumed); set, it is in the plan like any other.
-_LATER_FIELDS: dict[str, object] = {"input_enums": False, "skill_tools": False, "open_slots": False}
+_LATER_FIELDS: dict[str, object] = dict.fromkeys(LEVERS, False)
 #: Job errors from the engine (an outage, a dead worker): a resume runs those jobs again.
 _ENGINE_ERRORS = frozenset({"EngineError", "EngineDeadError", "EngineRequestError"})
 

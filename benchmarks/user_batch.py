@@ -43,6 +43,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.journal import Journal
 from harness.ledger import Ledger, record_to_dict
 from harness.loop import LoopResult, run_loop
+from harness.loop.input_enums import LEVERS
 from harness.manifest import Manifest, load_manifest
 from harness.task import Task
 from harness.task_file import failures
@@ -132,10 +133,6 @@ def _digest(path: Path | None) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-#: The manifest-guided levers (:mod:`harness.loop.input_enums`), recorded only when set.
-_LEVERS = ("input_enums", "skill_tools", "open_slots")
-
-
 @dataclass(frozen=True)
 class UserBatchPlan:
     """What a batch covers: the task file (``None`` for one task from the command line), the
@@ -169,7 +166,7 @@ class UserBatchPlan:
             value = getattr(self, f.name)
             if f.name in ("out", "concurrency"):
                 continue
-            if f.name in _LEVERS and not value:  # a plan without levers keeps its fingerprint
+            if f.name in LEVERS and not value:  # unset levers: older plans keep their fingerprint
                 continue
             out[f.name] = list(value) if isinstance(value, tuple) else value
             if isinstance(value, Path):
@@ -189,7 +186,7 @@ class UserBatchPlan:
                 policy=self.policy,
                 detector=self.detector,
                 max_tokens=self.max_tokens,
-                **{name: getattr(self, name) for name in _LEVERS},
+                **{name: getattr(self, name) for name in LEVERS},
             )
             for label in dict.fromkeys(self.arms)
         ]

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 
+from harness.loop.input_enums import LEVERS
+
 __all__ = ("GUIDES", "add_guide_arguments", "guides")
 
 #: The option names (``--input-enums`` ...) as ``LoopConfig`` / ``JobSpec`` field names.
-GUIDES = ("input_enums", "skill_tools", "open_slots")
+GUIDES = LEVERS
 
 
 def add_guide_arguments(parser: argparse.ArgumentParser) -> None:

@@ -46,12 +46,17 @@ from harness.engines.base import ToolCall, ToolSpec
 from harness.manifest import ArgSource, Skill
 
 __all__ = (
+    "LEVERS",
     "input_enum_specs",
     "input_values",
     "open_slot_count",
     "open_slot_specs",
     "skill_specs",
 )
+
+#: The levers' :class:`~harness.loop.config.LoopConfig` field names (each off by default), as
+#: the CLI options, job specs and run plans name them.
+LEVERS: tuple[str, ...] = ("input_enums", "skill_tools", "open_slots")
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
