@@ -118,24 +118,35 @@ def easy_note(state: WorkspaceState, rng: random.Random, params: Sequence[int]) 
     return _done("annotate", "append_note", what, keys, {"text": text}, final)
 
 
+def _owner_question(
+    state: WorkspaceState,
+    rng: random.Random,
+    keys: Sequence[str],
+    ask: str,
+    inputs: dict[str, object],
+    step: tuple[str, tuple[GoldCall, ...]],
+) -> Built:
+    """A read-only task: ``ask`` over ``keys`` (the calls of ``step``), then answer with the
+    owner of one of them, drawn at random; naming another listed owner fails the label."""
+    asked = rng.choice(list(keys))
+    owner = state.get(asked).owner
+    return Built(
+        prompt=f"{ask}: {_listing(keys)}. Then answer with the owner of {asked}.",
+        inputs={"keys": list(keys), **inputs},
+        steps=(step,),
+        answer=owner,
+        expect=(owner,),
+        forbid=tuple(sorted({state.get(k).owner for k in keys} - {owner})),
+        final=state.copy(),
+    )
+
+
 def easy_read(state: WorkspaceState, rng: random.Random, params: Sequence[int]) -> Built | None:
     (n,) = params
     keys = rng.sample(state.keys(), n)
-    asked = rng.choice(keys)
-    owner = state.get(asked).owner
-    others = sorted({state.get(k).owner for k in keys} - {owner})
-    return Built(
-        prompt=(
-            f"Read these {n} documents, one read_doc call each: {_listing(keys)}. Then answer "
-            f"with the owner of {asked}."
-        ),
-        inputs={"keys": keys},
-        steps=(("read", tuple(GoldCall("read_doc", {"key": k}) for k in keys)),),
-        answer=owner,
-        expect=(owner,),
-        forbid=tuple(others),
-        final=state.copy(),
-    )
+    ask = f"Read these {n} documents, one read_doc call each"
+    step = ("read", tuple(GoldCall("read_doc", {"key": k}) for k in keys))
+    return _owner_question(state, rng, keys, ask, {}, step)
 
 
 def easy_lookup(state: WorkspaceState, rng: random.Random, params: Sequence[int]) -> Built | None:
@@ -150,24 +161,9 @@ def easy_lookup(state: WorkspaceState, rng: random.Random, params: Sequence[int]
     if len(keys) < n:
         return None
     keys = keys[:n]
-    asked = rng.choice(keys)
-    owner = state.get(asked).owner
-    others = sorted(state.get(k).owner for k in keys if k != asked)
-    call = "one get_field call each with field 'owner'"
-    return Built(
-        prompt=(
-            f"Look up the owner of these {n} documents, {call}: {_listing(keys)}. Then answer "
-            f"with the owner of {asked}."
-        ),
-        inputs={"keys": keys, "field": "owner"},
-        steps=(
-            ("lookup", tuple(GoldCall("get_field", {"key": k, "field": "owner"}) for k in keys)),
-        ),
-        answer=owner,
-        expect=(owner,),
-        forbid=tuple(others),
-        final=state.copy(),
-    )
+    ask = f"Look up the owner of these {n} documents, one get_field call each with field 'owner'"
+    calls = tuple(GoldCall("get_field", {"key": k, "field": "owner"}) for k in keys)
+    return _owner_question(state, rng, keys, ask, {"field": "owner"}, ("lookup", calls))
 
 
 #: Template name (= manifest skill) -> builder.

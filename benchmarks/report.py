@@ -187,7 +187,7 @@ def write_report(
         "accuracy": _accuracy(jobs),
         "family_accuracy": family_accuracy(jobs),
         "validator_by_family": validator_by_family(jobs),
-        "answer_baselines": answer_baselines(jobs),
+        "answer_baselines": answer_baselines(jobs, seed=int(meta.get("plan", {}).get("seed", 0))),
         "bfcl": bfcl,
         "bfcl_gaps": bfcl_gaps(bfcl),
         "bfcl_quirks": _bfcl_quirks(bfcl),

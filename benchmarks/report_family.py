@@ -23,7 +23,6 @@ from harness.benchmarks.tasks import ALL_KINDS, generate_family
 __all__ = ("answer_baselines", "family_accuracy", "family_markdown", "validator_by_family")
 
 Job = Mapping[str, Any]
-KINDS = ALL_KINDS
 ARMS = ("S", "F", "F+eager", "F+spec", "P", "P+V")
 POLICIES = ("gold", "oracle", "model")
 
@@ -40,7 +39,7 @@ def family_accuracy(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, dict[s
     """``{kind: {policy: {arm: {"solved", "n", "ci", "minus_S_pp", "minus_S_ci_pp"}}}}``
     (proportions and intervals in [0, 1]; differences in percentage points)."""
     out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
-    for kind in KINDS:
+    for kind in ALL_KINDS:
         for policy in POLICIES:
             rows: dict[str, dict[str, Any]] = {}
             for arm in ARMS:
@@ -64,7 +63,7 @@ def family_accuracy(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, dict[s
 def validator_by_family(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, Any]]]:
     """``{kind: {policy: {...}}}``: what P+V's validator did and bought (module docstring)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for kind in KINDS:
+    for kind in ALL_KINDS:
         for policy in POLICIES:
             pv = _chosen(jobs, kind, policy, "P+V")
             if not pv:
@@ -97,15 +96,15 @@ def validator_by_family(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, An
     return out
 
 
-def answer_baselines(jobs: Sequence[Job]) -> dict[str, float] | None:
-    """For the ``easy_lookup`` tasks that ran under the model policy (seed 0): how many an
+def answer_baselines(jobs: Sequence[Job], *, seed: int = 0) -> dict[str, float] | None:
+    """For the ``easy_lookup`` tasks (workload ``seed``) that ran under the model policy: how many an
     answerer with no model would solve — ``last`` gives the last result's owner (the
     recency a small model falls back on), ``uniform`` picks one listed owner at random
     (expected count). ``None`` when none ran."""
     ran = {
         j["task_id"] for j in jobs if j.get("kind") == "easy_lookup" and j.get("policy") == "model"
     }
-    tasks = [t for t in generate_family("easy_lookup") if t.id in ran]
+    tasks = [t for t in generate_family("easy_lookup", seed) if t.id in ran]
     if not tasks:
         return None
     last = uniform = 0.0

@@ -38,6 +38,8 @@ LABELS = ("S", "F", "F+eager", "P", "P+V")
 PAPER_TASKS_SHA256 = "89da9db1284b27e1487733d78265c8d0fe94ca78ae68cfa542325ff992eaa469"
 #: ... and of the family's, as the committed run (benchmarks/results/feasible) measured it.
 FAMILY_SHA256 = "2251bb330cd7050d3095714151ae536696d0fd49eedb04affeb4ad0a5b7c8e29"
+#: ... and easy_lookup's, as benchmarks/results/lookup measured it.
+LOOKUP_SHA256 = "faf25a3f275246564d23e13eb848f91c688bcb5c9221b8341c35e074db0e76fe"
 
 
 def _enum(spec: dict[str, Any], argument: str) -> Any:
@@ -61,6 +63,7 @@ def test_the_lookup_family_asks_for_one_of_n_different_owners_at_every_position(
     assert [t.id for t in LOOKUP] == [f"easy_lookup-{i:02d}" for i in range(16)]
     assert all(t.kind == "easy_lookup" and t.skill == "easy_lookup" for t in LOOKUP)
     assert {t.windows[0] for t in LOOKUP} == {2, 3, 4}
+    assert hashlib.sha256(tasks_to_json(LOOKUP).encode()).hexdigest() == LOOKUP_SHA256
     seeds = [t.state_seed for t in [*generate_tasks(0), *FAMILY, *LOOKUP]]
     assert len(set(seeds)) == len(seeds)  # no task shares a store with another
     positions = set()
