@@ -1,6 +1,7 @@
 """The ledger: every turn, call and window of a run, as structured events.
 
-Each record is a frozen dataclass with a ``kind`` (``turn``, ``call``, ``window``, ``run``).
+Each record is a frozen dataclass with a ``kind`` (``turn``, ``call``, ``window``, ``run``,
+and the proxy's ``unrestored``).
 A :class:`Ledger` keeps them in memory, logs each one as a debug event (logger
 ``harness.ledger``, event name = kind; silent unless the application configures logging, see
 :mod:`harness._logging`) and, when given a path, appends it to a JSONL trace.
@@ -26,6 +27,7 @@ __all__ = (
     "RunRecord",
     "SettledRecord",
     "TurnRecord",
+    "UnrestoredRecord",
     "WindowRecord",
 )
 
@@ -170,7 +172,22 @@ class RunRecord:
     kind: str = "run"
 
 
-Record = TurnRecord | CallRecord | SettledRecord | WindowRecord | RunRecord
+@dataclass(frozen=True)
+class UnrestoredRecord:
+    """A window the proxy (:mod:`harness.proxy.restore`) handed to a client that came back
+    changed and was passed through as sent, once per window: ``window`` its key, ``reason``
+    ``edited`` (an argument value or tool changed, or an id not minted for it), ``reshaped``
+    (calls missing, split or reordered) or ``results`` (results missing, unknown or
+    repeated), ``message`` what was wrong."""
+
+    run_id: str
+    window: str
+    reason: str
+    message: str
+    kind: str = "unrestored"
+
+
+Record = TurnRecord | CallRecord | SettledRecord | WindowRecord | RunRecord | UnrestoredRecord
 
 
 def record_to_dict(record: Record) -> dict[str, Any]:

@@ -588,11 +588,42 @@ async def test_every_turn_and_window_goes_to_the_ledger(tmp_path: Any) -> None:
     assert window["n"] == len(KEYS)
 
 
-async def test_parallel_tool_calls_true_is_passed_through_as_native_parallel() -> None:
+async def test_parallel_tool_calls_false_gets_one_call_per_response_passed_through() -> None:
     engine = ScriptedEngine(survey_script)
     async with in_process_client(make_app(engine)) as client:
         response = await client.post(
-            "/chat/completions", json=body(opening(), parallel_tool_calls=True)
+            "/chat/completions", json=body(opening(), parallel_tool_calls=False)
+        )
+    assert response.headers["x-harness-arm"] == "S"
+    assert response.headers["x-harness-window"] == "0"
+    calls = response.json()["choices"][0]["message"]["tool_calls"]
+    assert [c["id"] for c in calls] == ["up_0"]  # the upstream's own call, as it came
+    assert len(engine.requests) == 1
+    assert engine.requests[0].settings.parallel_tool_calls is False
+
+
+@pytest.mark.parametrize("parallel", [True, None], ids=["true", "absent"])
+async def test_parallel_tool_calls_true_or_absent_lets_the_proxy_flatten(
+    parallel: bool | None,
+) -> None:
+    engine = ScriptedEngine(survey_script)
+    extra = {} if parallel is None else {"parallel_tool_calls": parallel}
+    async with in_process_client(make_app(engine)) as client:
+        response = await client.post("/chat/completions", json=body(opening(), **extra))
+    assert response.headers["x-harness-arm"] == "F"
+    assert response.headers["x-harness-window"] == "3"
+    assert len(response.json()["choices"][0]["message"]["tool_calls"]) == 3
+    # the upstream is a serial model: it is asked for one call per turn
+    assert all(r.settings.parallel_tool_calls is False for r in engine.requests)
+
+
+async def test_a_pass_through_asked_for_parallel_calls_asks_the_upstream_for_them() -> None:
+    engine = ScriptedEngine(survey_script)
+    async with in_process_client(make_app(engine)) as client:
+        response = await client.post(
+            "/chat/completions",
+            json=body(opening(), parallel_tool_calls=True),
+            headers={"X-Harness-Arm": "S"},
         )
     assert response.headers["x-harness-arm"] == "S"
     assert engine.requests[0].settings.parallel_tool_calls is True

@@ -10,12 +10,13 @@ OpenAI-compatible servers) to a Starlette app. Each chat request:
 2. has its flattened windows put back in serial form (:mod:`harness.proxy.restore`);
 3. is answered by arm F with the client as the executor (:mod:`harness.proxy.flatten`), or
    passed through (arm S: one generation, the reply as the upstream gave it) when the client
-   asks for it (``X-Harness-Arm: S``), when it asks for native parallel calls
-   (``parallel_tool_calls: true``) or when it sends no tools;
+   asks for it (``X-Harness-Arm: S``), when it wants at most one call per response
+   (``parallel_tool_calls: false``, as the OpenAI API defines it) or when it sends no tools;
 4. says what happened in headers — ``X-Harness-Arm``, ``X-Harness-Window`` (calls in the
    returned window, 0 for none), ``X-Harness-Generations`` (upstream generations folded in),
    ``X-Harness-Restored`` (windows put back in serial form), ``X-Harness-Discards``,
-   ``X-Harness-Warning`` — and in the ledger (every turn, call and window).
+   ``X-Harness-Warning`` — and in the ledger (every turn, call and window, and once per
+   window that came back changed and was passed through, with a logged warning).
 
 ``extra_routes``: more Starlette routes mounted on the same app (e.g. another service on the
 same port); they share the API-key check.
@@ -31,6 +32,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harness._logging import get_logger
 from harness.certify import make_detector
 from harness.effects import Effect
 from harness.engines.base import (
@@ -44,7 +46,7 @@ from harness.engines.base import (
 )
 from harness.engines.router import conversation_key
 from harness.errors import ConfigError, EngineError, HarnessError
-from harness.ledger import CallRecord, Ledger, WindowRecord
+from harness.ledger import CallRecord, Ledger, UnrestoredRecord, WindowRecord
 from harness.loop.config import LoopConfig
 from harness.manifest import Manifest, Skill
 from harness.proxy.effects_file import toolset_for
@@ -85,6 +87,10 @@ __all__ = ("ProxyConfig", "ProxyService", "Served", "build_app")
 _TOOLSETS_KEPT = 64
 #: Ledger records a proxy holds in memory (the newest; ``--ledger FILE`` writes them all).
 _RECORDS_KEPT = 10_000
+#: Windows already reported as not restored (a client resends its history every turn).
+_REPORTED_KEPT = 4096
+
+_log = get_logger("harness.proxy")
 
 
 @dataclass
@@ -143,6 +149,7 @@ class ProxyService:
         self.detector = make_detector(config.detector, max_window=config.max_window)
         self.positions = PositionCache(config.positions_capacity)
         self._toolsets: OrderedDict[str, Toolset] = OrderedDict()
+        self._reported: OrderedDict[tuple[str, str], None] = OrderedDict()
         #: Seconds spent in the proxy itself per request, by kind (:mod:`harness.proxy.overhead`).
         self.overheads = Overheads()
 
@@ -213,8 +220,8 @@ class ProxyService:
             raise BadRequest(
                 "X-Harness-Arm must be 'S' (pass-through) or 'F'.", param="X-Harness-Arm"
             )
-        if request.parallel_tool_calls or not request.tools:
-            arm = "S"
+        if request.parallel_tool_calls is False or not request.tools:
+            arm = "S"  # at most one call per response: the client asked for it
         tools_key, toolset = self._toolset(request.tools)
         if skill is not None:
             missing = sorted({t for p in skill.phases for t in p.tools} - set(toolset))
@@ -226,8 +233,11 @@ class ProxyService:
                 )
         restoration = restore_serial(request.messages, self.ids, self.store)
         run_id = f"proxy-{conversation_key(restoration.messages)}"
-        settings = request.settings
-        settings = replace(settings, parallel_tool_calls=bool(request.parallel_tool_calls))
+        self._report(restoration, run_id)
+        # The upstream is a serial model: arm F asks it for one call per turn; a pass-through
+        # asks for what the client asked.
+        native = arm == "S" and request.parallel_tool_calls is True
+        settings = replace(request.settings, parallel_tool_calls=native)
         config = LoopConfig(
             arm="F" if arm == "F" else "S",
             detector=self.config.detector,
@@ -284,6 +294,26 @@ class ProxyService:
             arm, window, len(outcome.completions), restoration, outcome.discards
         )
         return Served(body, out_headers, kind, state)
+
+    def _report(self, restoration: Restoration, run_id: str) -> None:
+        """Log and count each window that came back changed and was passed through, once
+        (the client resends it with every later request)."""
+        for item in restoration.unrestored:
+            key = (item.window, item.reason)
+            if key in self._reported:
+                self._reported.move_to_end(key)
+                continue
+            self._reported[key] = None
+            while len(self._reported) > _REPORTED_KEPT:
+                self._reported.popitem(last=False)
+            _log.warning(
+                "window_not_restored",
+                run_id=run_id,
+                window=item.window,
+                reason=item.reason,
+                detail=item.message,
+            )
+            self.ledger.emit(UnrestoredRecord(run_id, item.window, item.reason, item.message))
 
     def _replayed(self, state: ProxyState, restoration: Restoration, tools_key: str) -> ProxyArm:
         """Arm F at the phase position the history's calls reached: from the longest cached
@@ -429,16 +459,16 @@ class ProxyService:
         ]
         contents = outcome.contents
         later = any(c for c in contents[1:])
-        if outcome.remainder or later:
-            self.store.put(
-                key,
-                Pending(
-                    contents if later else (),
-                    outcome.remainder,
-                    outcome.remainder_content,
-                    outcome.remainder_serial,
-                ),
-            )
+        self.store.put(
+            key,
+            Pending(
+                contents if later else (),
+                outcome.remainder,
+                outcome.remainder_content,
+                outcome.remainder_serial,
+                arguments=tuple(c.arguments for c in calls),
+            ),
+        )
         message = {
             "role": "assistant",
             "content": contents[0] if contents else None,

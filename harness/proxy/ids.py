@@ -7,10 +7,12 @@ window's size and the id the upstream gave the call (what the serial transcript 
     hx.<window>.<index>.<n>.<upstream id, base64url>.<mac>
 
 ``mac`` is a keyed hash (HMAC-SHA256, truncated to 128 bits) of all of that *and* the call's
-tool name and arguments under a per-server secret, so when the client sends the window back
-the proxy recognises its own windows without keeping them, and a client cannot forge one or
-edit a call inside one: an id that does not verify is not the proxy's, and the message it is in
-passes through untouched.
+tool name and the canonical JSON of its arguments (:func:`canonical_arguments`) under a
+per-server secret, so when the client sends the window back the proxy recognises its own
+windows without keeping them, and a client cannot forge one or edit a call inside one: an id
+that does not verify is not the proxy's, and the message it is in passes through untouched.
+A client that only re-serialises the arguments (another key order, whitespace, ``1.0`` for
+``1``) has not edited them: the id still verifies.
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
 import secrets
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
 from harness.engines.base import ToolCall
 
-__all__ = ("CallIds", "MintedId")
+__all__ = ("CallIds", "MintedId", "canonical_arguments")
 
 PREFIX = "hx"
 _MAC_BYTES = 16
@@ -41,6 +46,31 @@ class MintedId:
     index: int
     n: int
     upstream_id: str
+
+
+def canonical_arguments(arguments: str) -> str:
+    """One spelling per arguments value: the JSON parsed and written back with sorted keys,
+    no whitespace, and every number by its value (``1``, ``1.0`` and ``1e0`` are one number;
+    a string ``"1"`` is not the number 1). Text that is not JSON is its own canonical form
+    (compared byte for byte)."""
+    try:
+        value = json.loads(arguments, parse_float=Decimal, parse_int=Decimal)
+        return _canonical(value)
+    except (ValueError, RecursionError):
+        return arguments
+
+
+def _canonical(value: Any) -> str:
+    if isinstance(value, dict):
+        items = sorted((str(k), _canonical(v)) for k, v in value.items())
+        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{v}" for k, v in items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_canonical(v) for v in value) + "]"
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return str(value)
+        return "0" if value.is_zero() else format(value.normalize(), "E")
+    return json.dumps(value, ensure_ascii=False)  # a string, true, false or null
 
 
 def _b64(text: str) -> str:
@@ -68,7 +98,8 @@ class CallIds:
         return hmac.new(self._secret, text.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
 
     def _mac(self, body: str, call: ToolCall) -> str:
-        message = "\x1f".join((body, call.name, call.arguments)).encode("utf-8", "surrogatepass")
+        arguments = canonical_arguments(call.arguments)
+        message = "\x1f".join((body, call.name, arguments)).encode("utf-8", "surrogatepass")
         digest = hmac.new(self._secret, message, hashlib.sha256).digest()[:_MAC_BYTES]
         return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
@@ -83,7 +114,8 @@ class CallIds:
         return call_id.startswith(PREFIX + ".") and call_id.count(".") == 5
 
     def verify(self, call: ToolCall) -> MintedId | None:
-        """What ``call``'s id says, if the proxy minted it for exactly this call; else None."""
+        """What ``call``'s id says, if the proxy minted it for this call (the same tool, the
+        same arguments by value); else None."""
         if not self.looks_minted(call.id):
             return None
         key = (call.id, call.name, call.arguments)
