@@ -38,6 +38,7 @@ from typing import Any
 import anyio
 
 from harness.engines import _format
+from harness.engines._pdeathsig import die_with_parent
 from harness.engines._spawn import spawn_without_main
 from harness.engines.base import (
     ClosingContext,
@@ -324,9 +325,14 @@ def _as_fresh_interpreter() -> None:
       signal handling), so a SIGTERM that vLLM sends its own processes at shutdown would reach
       the parent as if sent to it.
     * Python's default warning filters: the parent's may turn warnings into errors (pytest's
-      ``filterwarnings = error``, ``python -W error``), and vLLM's worker start-up warns."""
+      ``filterwarnings = error``, ``python -W error``), and vLLM's worker start-up warns.
+
+    And one thing a spawned one lacks: it dies with its parent, even a SIGKILLed one
+    (:mod:`harness.engines._pdeathsig`), so no engine core or worker outlives the process
+    that opened the engine."""
     if not _forking_engine:
         return
+    die_with_parent()
     with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing was set
         signal.set_wakeup_fd(-1)
     warnings.resetwarnings()
