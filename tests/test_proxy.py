@@ -701,3 +701,125 @@ async def test_several_upstreams_keep_each_conversation_on_one_replica() -> None
     assert len(served) == 4
     assert all(len(set(hosts)) == 1 for hosts in served.values())  # prefix-affine
     assert all(len(hosts) == len(KEYS) + 2 for hosts in served.values())
+
+
+def recording_upstream(bodies: list[dict[str, Any]], *, models_status: int = 200) -> Any:
+    """An HTTP upstream that runs ``survey_script``, recording every chat request body."""
+    from harness.engines.openai_http import OpenAIHTTPEngine
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/models"):
+            return httpx.Response(models_status, json={"object": "list", "data": []})
+        sent = json.loads(request.content)
+        bodies.append(sent)
+        reply = survey_script(sent["messages"], sent.get("tools", []))
+        message: dict[str, Any] = {"role": "assistant", "content": reply}
+        if not isinstance(reply, str):
+            call = {
+                "id": reply["id"],
+                "type": "function",
+                "function": {"name": reply["name"], "arguments": json.dumps(reply["arguments"])},
+            }
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return httpx.Response(200, json={"choices": [choice], "usage": {}})
+
+    return OpenAIHTTPEngine(
+        "http://upstream/v1",
+        "default",
+        client=httpx.AsyncClient(transport=httpx.MockTransport(handle)),
+        max_retries=0,
+    )
+
+
+_FORWARDED = ("max_tokens", "temperature", "parallel_tool_calls", "tool_choice")
+
+
+@pytest.mark.parametrize("arm", ["S", "F"])
+async def test_the_clients_model_is_forwarded_and_nothing_it_did_not_send_is_injected(
+    arm: str,
+) -> None:
+    bodies: list[dict[str, Any]] = []
+    upstream = recording_upstream(bodies)
+    request = {**body(opening()), "model": "client-model"}
+    async with upstream, in_process_client(make_app(upstream)) as client:
+        response = await client.post(
+            "/chat/completions", json=request, headers={"X-Harness-Arm": arm}
+        )
+    assert response.status_code == 200, response.text
+    assert bodies
+    for sent in bodies:
+        assert sent["model"] == "client-model"
+        assert "max_tokens" not in sent
+        assert "temperature" not in sent
+        assert "tool_choice" not in sent
+        # arm F asks its serial upstream for one call per turn (the proxy's own setting)
+        assert sent.get("parallel_tool_calls") == (False if arm == "F" else None)
+
+
+async def test_what_the_client_sends_is_forwarded_as_sent() -> None:
+    bodies: list[dict[str, Any]] = []
+    upstream = recording_upstream(bodies)
+    sent = {"max_tokens": 77, "temperature": 0.5, "tool_choice": "auto"}
+    async with upstream, in_process_client(make_app(upstream)) as client:
+        await client.post(
+            "/chat/completions",
+            json=body(opening(), parallel_tool_calls=False, **sent),
+        )
+    (forwarded,) = bodies
+    assert {k: forwarded[k] for k in _FORWARDED} == {**sent, "parallel_tool_calls": False}
+
+
+async def test_an_upstream_model_maps_every_clients_model() -> None:
+    bodies: list[dict[str, Any]] = []
+    upstream = recording_upstream(bodies)
+    config = ProxyConfig(effects=EFFECTS, manifest=MANIFEST, upstream_model="served-name")
+    async with upstream, in_process_client(build_app(upstream, config)) as client:
+        response = await client.post("/chat/completions", json=body(opening()))
+    assert response.json()["model"] == "m"  # the client hears back the name it sent
+    assert {b["model"] for b in bodies} == {"served-name"}
+
+
+@pytest.mark.parametrize(("status", "health"), [(200, "ok"), (401, "down")])
+async def test_health_reports_whether_the_upstream_answers(status: int, health: str) -> None:
+    upstream = recording_upstream([], models_status=status)
+    config = ProxyConfig(upstream="http://upstream/v1")
+    async with upstream, in_process_client(build_app(upstream, config)) as client:
+        response = await client.get("/health")
+    assert response.json()["upstream_status"] == health
+    assert response.status_code == (200 if health == "ok" else 503)
+    if health == "down":
+        assert "HTTP 401" in response.json()["error"]
+
+
+async def test_health_of_an_upstream_that_is_down_is_503_naming_it() -> None:
+    upstream = refusing_upstream("connection refused")
+    config = ProxyConfig(upstream="http://10.0.0.9:8000/v1", secrets_to_hide=("sk-upstream-key",))
+    async with upstream, in_process_client(build_app(upstream, config)) as client:
+        response = await client.get("/health")
+    assert response.status_code == 503
+    assert response.json()["status"] == "unavailable"
+    assert "http://10.0.0.9:8000/v1" in response.json()["error"]
+
+
+async def test_each_request_and_every_upstream_failure_is_logged() -> None:
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        async with in_process_client(make_app(ScriptedEngine(survey_script))) as client:
+            await client_loop(client)
+        upstream = refusing_upstream("connection refused")
+        async with upstream, in_process_client(build_app(upstream, ProxyConfig())) as client:
+            failed = await client.post("/chat/completions", json=body(opening()))
+    requests = [e for e in logs if e["event"] == "request"]
+    assert [(e["status"], e["kind"], e["window"]) for e in requests] == [
+        (200, "flattening", 3),
+        (200, "absorb", 0),
+        (200, "serial", 0),
+        (502, None, 0),
+    ]
+    assert all(e["log_level"] == "info" and e["wall_s"] >= 0 for e in requests)
+    assert failed.status_code == 502
+    (failure,) = [e for e in logs if e["event"] == "upstream_failed"]
+    assert failure["log_level"] == "warning"
+    assert "connection refused" in failure["detail"]

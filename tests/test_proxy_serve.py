@@ -66,6 +66,8 @@ def test_harness_serve_listens_on_loopback_and_says_which_upstream_is_down() -> 
             "0",
             "--upstream",
             "http://127.0.0.1:9/v1",
+            "--upstream-retries",
+            "1",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -78,16 +80,75 @@ def test_harness_serve_listens_on_loopback_and_says_which_upstream_is_down() -> 
         url = json.loads(line)["url"]
         assert url.startswith("http://127.0.0.1:")
         with httpx.Client(base_url=url, timeout=60) as client:
-            assert client.get("/health").json()["status"] == "ok"
+            health = client.get("/health")
             response = client.post(
                 "/chat/completions",
                 json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
             )
+        assert health.status_code == 503  # the proxy answers; its upstream does not
+        assert health.json()["upstream_status"] == "down"
+        assert "http://127.0.0.1:9/v1" in health.json()["error"]
         assert response.status_code == 502
-        assert "http://127.0.0.1:9/v1" in response.json()["error"]["message"]
+        message = response.json()["error"]["message"]
+        assert "http://127.0.0.1:9/v1" in message
+        assert "--upstream" in message  # harness serve's own option, not another command's
+        assert "--base-url" not in message
         assert "sk-never-shown" not in response.text
     finally:
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
     assert process.returncode == 143, err
     assert "sk-never-shown" not in err
+
+
+EFFECTS_TOML = '[tools.read_doc]\nread_only = true\nread_targets = "doc:{key}"\n'
+MANIFEST_TOML = """
+[skills.survey]
+[[skills.survey.phases]]
+name = "read"
+kind = "fan_out"
+tools = ["read_doc"]
+[[skills.survey.phases]]
+name = "report"
+kind = "chain"
+tools = ["write_report"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("files", "fragment"),
+    [
+        ({"effects": EFFECTS_TOML}, "no --manifest"),
+        ({"effects": EFFECTS_TOML, "manifest": MANIFEST_TOML}, "write_report"),
+    ],
+    ids=["effects-without-manifest", "manifest-naming-an-undeclared-tool"],
+)
+def test_inconsistent_start_up_options_are_one_line_and_exit_2(
+    tmp_path: Path, files: dict[str, str], fragment: str
+) -> None:
+    options = []
+    for name, text in files.items():
+        path = tmp_path / f"{name}.toml"
+        path.write_text(text, encoding="utf-8")
+        options += [f"--{name}", str(path)]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from harness.cli import main; raise SystemExit(main())",
+            "serve",
+            "--port",
+            "0",
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert fragment in done.stderr
+    assert done.stdout == ""  # it never listened

@@ -37,7 +37,10 @@ examples:
   harness serve --upstream http://127.0.0.1:8001/v1 --upstream http://127.0.0.1:8002/v1
   HARNESS_API_KEY=... harness serve --host 0.0.0.0 --effects effects.toml
 per request: header X-Harness-Skill / X-Harness-Inputs (JSON), or the body's
-harness_skill / harness_inputs (the OpenAI SDK's extra_body); X-Harness-Arm: S passes through.
+harness_skill / harness_inputs (the OpenAI SDK's extra_body); X-Harness-Arm: S passes through,
+and so does parallel_tool_calls: false. harness -v serve logs each request and every upstream
+failure. Inconsistent options (--effects without --manifest, a manifest naming a tool the
+effects do not declare) exit 2 before anything starts.
 """
 
 
@@ -107,7 +110,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="PATH_OR_NAME",
         default=None,
         help="embedded engine: a local Hugging Face model folder (default: the packaged "
-        "SmolLM2-135M-Instruct); with --upstream: the served model name",
+        "SmolLM2-135M-Instruct); with --upstream: the model name every request asks the "
+        "upstream for (default: each client's own 'model', forwarded)",
+    )
+    group.add_argument(
+        "--upstream-retries",
+        type=int,
+        default=4,
+        metavar="N",
+        help="with --upstream: retries of a failed upstream request, with backoff (default 4)",
+    )
+    group.add_argument(
+        "--upstream-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="with --upstream: seconds to wait for one upstream answer (default 300)",
     )
     group.add_argument(
         "--routing",
@@ -143,6 +161,13 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
             api_key=key or "",
             routing=args.routing,
             tool_format=args.tool_format,
+            max_retries=args.upstream_retries,
+            timeout_s=args.upstream_timeout,
+            option_names={
+                "base_url": "--upstream",
+                "max_retries": "--upstream-retries",
+                "timeout_s": "--upstream-timeout",
+            },
         ) as http:
             yield http
         return
@@ -191,8 +216,18 @@ def run(args: argparse.Namespace) -> int:
         secrets_to_hide=tuple(k for k in (upstream_key, api_key) if k),
         model=args.model or "harness",
         upstream=label,
+        upstream_model=args.model if args.upstream else None,
     )
-    ledger = Ledger(args.ledger, log=False, keep=10_000) if args.ledger else None
+    config.check()
+    if args.upstream_retries < 0 or args.upstream_timeout <= 0:
+        raise ConfigError(
+            f"--upstream-retries must be >= 0 and --upstream-timeout > 0; got "
+            f"{args.upstream_retries} and {args.upstream_timeout}."
+        )
+    verbose = bool(getattr(args, "verbose", False) or getattr(args, "log_json", False))
+    # -v: every ledger record (turn, call, window) is logged too; the proxy's own events
+    # (each request, every upstream failure) go to the logger harness.proxy.
+    ledger = Ledger(args.ledger, log=verbose, keep=10_000)
 
     def listening(url: str) -> None:
         print(json.dumps({"url": url, "pid": os.getpid(), "upstream": label}), flush=True)
@@ -206,6 +241,5 @@ def run(args: argparse.Namespace) -> int:
     try:
         anyio.run(until_signalled, go, "the proxy stopped; nothing to resume.")
     finally:
-        if ledger is not None:
-            ledger.close()
+        ledger.close()
     return 0

@@ -27,6 +27,7 @@ __all__ = (
     "Completion",
     "Engine",
     "GenerationSettings",
+    "HealthCheckingEngine",
     "Message",
     "StreamingEngine",
     "Timings",
@@ -196,6 +197,10 @@ class GenerationSettings:
     ``grammar_tools``: when set, the tools the reply grammar allows (narrower schemas of the
     same tools, e.g. the open slots of :mod:`harness.loop.input_enums`); the prompt still
     shows ``tools``, so the prompt prefix does not change when the grammar does.
+    ``model``: the model name a server engine asks for (``None``: the engine's own).
+    ``unsent``: request fields a server engine leaves out, so the server's defaults apply —
+    ``max_tokens``, ``temperature``, ``parallel_tool_calls``, ``tool_choice`` (the proxy
+    forwards only what its client sent); an in-process engine uses the values above.
     """
 
     max_tokens: int = 256
@@ -208,6 +213,8 @@ class GenerationSettings:
     constrain: bool = True
     stop: tuple[str, ...] = ()
     grammar_tools: tuple[ToolSpec, ...] | None = None
+    model: str | None = None
+    unsent: frozenset[str] = frozenset()
 
 
 @runtime_checkable
@@ -298,6 +305,16 @@ class StreamingEngine(Protocol):
         tools: Sequence[ToolSpec],
         settings: GenerationSettings,
     ) -> AsyncGenerator[str | Completion, None]: ...
+
+
+@runtime_checkable
+class HealthCheckingEngine(Protocol):
+    """An :class:`Engine` that can say whether it can serve: ``check_health`` returns when it
+    can and raises :class:`~harness.errors.EngineError` (saying what is wrong) when it cannot.
+    The HTTP engine asks its servers (``GET /models``); the in-process vLLM engine checks its
+    engine core. ``harness serve``'s ``/health`` reports it."""
+
+    async def check_health(self) -> None: ...
 
 
 class ClosingContext:

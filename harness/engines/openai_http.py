@@ -117,6 +117,10 @@ class OpenAIHTTPEngine(ClosingContext):
     ``routing`` is ``"affine"`` (default), ``"round_robin"`` or a
     :class:`~harness.engines.router.Router`, and ``route_key`` maps a request's messages to
     its loop's key (default :func:`~harness.engines.router.conversation_key`).
+    ``option_names``: what errors name as the fix, by parameter (``base_url``,
+    ``max_retries``, ``timeout_s``; default ``--base-url`` and the parameter names;
+    ``harness serve`` names its own options). A request's ``settings.model`` overrides
+    ``model``; ``settings.unsent`` fields are left out of the request.
     """
 
     def __init__(
@@ -137,6 +141,7 @@ class OpenAIHTTPEngine(ClosingContext):
         name: str | None = None,
         routing: router.Policy | router.Router = "affine",
         route_key: Callable[[Sequence[Message]], str] = router.conversation_key,
+        option_names: Mapping[str, str] | None = None,
     ) -> None:
         if tool_format not in ("openai", "harness"):
             raise ConfigError(f"tool_format must be 'openai' or 'harness', not {tool_format!r}.")
@@ -165,6 +170,13 @@ class OpenAIHTTPEngine(ClosingContext):
         elif len(urls) > 1:
             self.router = router.Router(urls, policy=routing)
         self.route_key = route_key
+        #: What errors name as the fix, by parameter (a CLI names its own options).
+        self.option_names = {
+            "base_url": "--base-url",
+            "max_retries": "max_retries",
+            "timeout_s": "timeout_s",
+            **(option_names or {}),
+        }
         self.base_url = urls[0]
         self.url = f"{self.base_url}/chat/completions"
         self.model = model
@@ -208,11 +220,12 @@ class OpenAIHTTPEngine(ClosingContext):
                 "in-process engine (VLLMEngine) or a vLLM server with "
                 "server_supports_structured_outputs=True."
             )
-        body: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": settings.max_tokens,
-            "temperature": settings.temperature,
-        }
+        body: dict[str, Any] = {"model": settings.model or self.model}
+        unsent = settings.unsent if forced is None else frozenset()
+        if "max_tokens" not in unsent:
+            body["max_tokens"] = settings.max_tokens
+        if "temperature" not in unsent:
+            body["temperature"] = settings.temperature
         if settings.seed is not None:
             body["seed"] = settings.seed
         if settings.stop:
@@ -234,10 +247,12 @@ class OpenAIHTTPEngine(ClosingContext):
             body["messages"] = [dict(m) for m in messages]
             if tools:
                 body["tools"] = [dict(t) for t in tools]
-                body["parallel_tool_calls"] = settings.parallel_tool_calls
+                if "parallel_tool_calls" not in unsent:
+                    body["parallel_tool_calls"] = settings.parallel_tool_calls
                 # A forced reply arrives as text in the harness format; the server must not
                 # try to parse it as its own tool-call syntax.
-                body["tool_choice"] = "none" if forced is not None else "auto"
+                if "tool_choice" not in unsent:
+                    body["tool_choice"] = "none" if forced is not None else "auto"
         if forced is not None:
             body["structured_outputs"] = {"choice": [forced]}
             body["max_tokens"] = max(settings.max_tokens, len(forced.encode("utf-8")) + 8)
@@ -293,7 +308,7 @@ class OpenAIHTTPEngine(ClosingContext):
             await anyio.sleep(self._wait(attempt, response))
         raise EngineRequestError(
             f"{url} kept failing after {self.max_retries + 1} attempt(s); last: {last}. "
-            "Retry later or raise max_retries."
+            f"Retry later or raise {self.option_names['max_retries']}."
         )
 
     def _transport_failure(
@@ -308,14 +323,14 @@ class OpenAIHTTPEngine(ClosingContext):
             if attempt >= connect_retries:
                 raise EngineDeadError(
                     f"The server at {url} cannot be reached after {tries} ({exc}); "
-                    "is it running? Check --base-url."
+                    f"is it running? Check {self.option_names['base_url']}."
                 ) from exc
             return f"cannot connect to {url}: {exc}"
         if isinstance(exc, httpx.TimeoutException):
             if final:
                 raise EngineRequestError(
                     f"{url} gave no answer within {self.timeout_s:.1f} s ({tries}); "
-                    "raise timeout_s or check the server."
+                    f"raise {self.option_names['timeout_s']} or check the server."
                 ) from exc
             return f"no answer within {self.timeout_s:.1f} s"
         if not isinstance(exc, _TRANSIENT):
@@ -326,7 +341,7 @@ class OpenAIHTTPEngine(ClosingContext):
         if final:
             raise EngineRequestError(
                 f"The connection to {url} broke on each of {tries} (last: {last}); "
-                "check the server and the network, or raise max_retries."
+                f"check the server and the network, or raise {self.option_names['max_retries']}."
             ) from exc
         return last
 
@@ -341,6 +356,31 @@ class OpenAIHTTPEngine(ClosingContext):
         if not isinstance(data, dict):
             raise EngineRequestError(f"{url} answered with {data!r}, not an object.")
         return data
+
+    # ------------------------------------------------------------------ health
+
+    async def check_health(self, timeout_s: float = 5.0) -> None:
+        """Return if a server answers ``GET /models`` with success (any replica); raise
+        EngineDeadError naming each server and what it said otherwise (no retries)."""
+        if self._closed:
+            raise EngineDeadError(f"Engine {self.name} is closed; open a new one.")
+        urls = [r.url for r in self.router.replicas] if self.router else [self.base_url]
+        failures = []
+        for base in urls:
+            try:
+                response = await self._client.get(
+                    f"{base}/models", headers=self._headers, timeout=timeout_s
+                )
+            except (httpx.TransportError, ConnectionError) as exc:
+                failures.append(f"{base}: {type(exc).__name__}: {exc}")
+                continue
+            if response.status_code < 400:
+                return
+            failures.append(f"{base}: HTTP {response.status_code}: {_server_message(response)}")
+        raise EngineDeadError(
+            f"No upstream server answers: {'; '.join(failures)}; start it or check "
+            f"{self.option_names['base_url']}."
+        )
 
     # ------------------------------------------------------------------ generate
 
@@ -460,7 +500,8 @@ class OpenAIHTTPEngine(ClosingContext):
                     error = EngineDeadError if isinstance(exc, httpx.ConnectError) else None
                     raise (error or EngineRequestError)(
                         f"{self.url} could not be streamed from after {attempt + 1} "
-                        f"attempt(s) ({last}); is the server running? Check --base-url."
+                        f"attempt(s) ({last}); is the server running? Check "
+                        f"{self.option_names['base_url']}."
                     ) from exc
                 await anyio.sleep(self._delay(attempt, None))
                 continue
@@ -478,7 +519,7 @@ class OpenAIHTTPEngine(ClosingContext):
                 await anyio.sleep(self._delay(attempt, response))
         raise EngineRequestError(
             f"{self.url} kept failing after {self.max_retries + 1} attempt(s); last: {last}. "
-            "Retry later or raise max_retries."
+            f"Retry later or raise {self.option_names['max_retries']}."
         )
 
     def _completion(

@@ -533,6 +533,10 @@ class VLLMEngine(ClosingContext):
 
     # ------------------------------------------------------------------ generation
 
+    async def check_health(self) -> None:
+        """Return if the engine can serve; raise EngineDeadError if it is closed or dead."""
+        self._check_alive()
+
     def _check_alive(self) -> None:
         if self._closed or self._llm is None:
             raise EngineDeadError(

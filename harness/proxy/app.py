@@ -32,12 +32,15 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import anyio
+
 from harness._logging import get_logger
 from harness.certify import make_detector
 from harness.effects import Effect
 from harness.engines.base import (
     Completion,
     Engine,
+    HealthCheckingEngine,
     Message,
     StreamingEngine,
     ToolCall,
@@ -91,6 +94,8 @@ _RECORDS_KEPT = 10_000
 _REPORTED_KEPT = 4096
 
 _log = get_logger("harness.proxy")
+#: Seconds ``/health`` waits for the upstream's answer.
+_HEALTH_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -106,6 +111,8 @@ class ProxyConfig:
     ``max_generations``: upstream generations one request may fold in. ``secret``: the key of
     the minted call ids (default: random per server). ``secrets_to_hide``: strings never
     echoed in an error (the upstream's key). ``model``: the name ``/v1/models`` lists.
+    ``upstream_model``: the model name every request asks a server upstream for (``harness
+    serve --upstream URL --model NAME``); ``None``: the client's own ``model``, forwarded.
     """
 
     effects: Mapping[str, Effect] = field(default_factory=dict)
@@ -122,6 +129,33 @@ class ProxyConfig:
     secrets_to_hide: tuple[str, ...] = ()
     model: str = "harness"
     upstream: str = "the embedded engine"
+    upstream_model: str | None = None
+
+    def check(self) -> None:
+        """Refuse, with one sentence, a configuration that cannot certify what it was given
+        (``harness serve`` exits 2 on it): effects without a manifest under the schema-sound
+        detector (D3 needs the manifest's phases: every request would pass through), or a
+        manifest naming a tool the effects do not declare (it could never join a window)."""
+        if self.effects and self.manifest is None and self.detector == "schema_sound":
+            raise ConfigError(
+                f"--effects declares {len(self.effects)} tool(s) but there is no --manifest, "
+                "so the schema_sound detector certifies no window and every request would pass "
+                "through; add --manifest FILE, or --detector phase_heuristic (it guesses phases "
+                "and can false-fill)."
+            )
+        if self.manifest is None:
+            return
+        named = {
+            t for skill in self.manifest.skills.values() for p in skill.phases for t in p.tools
+        }
+        unknown = sorted(named - set(self.effects))
+        if unknown:
+            raise ConfigError(
+                f"The manifest {self.manifest.source} names {len(unknown)} tool(s) the effects "
+                f"do not declare: {', '.join(unknown)}; they could never join a window. Declare "
+                "each in --effects FILE (an empty [tools.NAME] table keeps the worst case) or "
+                "fix the manifest."
+            )
 
 
 @dataclass
@@ -237,7 +271,15 @@ class ProxyService:
         # The upstream is a serial model: arm F asks it for one call per turn; a pass-through
         # asks for what the client asked.
         native = arm == "S" and request.parallel_tool_calls is True
-        settings = replace(request.settings, parallel_tool_calls=native)
+        unsent = request.settings.unsent
+        if arm == "F":  # the proxy's own setting: a serial upstream, one call per turn
+            unsent = unsent - {"parallel_tool_calls"}
+        settings = replace(
+            request.settings,
+            parallel_tool_calls=native,
+            model=self.config.upstream_model or request.model or None,
+            unsent=unsent,
+        )
         config = LoopConfig(
             arm="F" if arm == "F" else "S",
             detector=self.config.detector,
@@ -483,6 +525,44 @@ class ProxyService:
         return text
 
 
+async def _health(service: ProxyService) -> JSONResponse:
+    """``/health``: the proxy answers, and whether its upstream can serve (``upstream_status``
+    ``ok``, ``down`` with the error and status 503, or ``unchecked`` for an engine that cannot
+    say: :class:`~harness.engines.base.HealthCheckingEngine`)."""
+    engine = service.engine
+    body: dict[str, Any] = {"status": "ok", "upstream": service.config.upstream}
+    if not isinstance(engine, HealthCheckingEngine):
+        return JSONResponse({**body, "upstream_status": "unchecked"})
+    try:
+        with anyio.fail_after(_HEALTH_TIMEOUT_S):
+            await engine.check_health()
+    except (EngineError, TimeoutError) as exc:
+        detail = str(exc) or f"no answer within {_HEALTH_TIMEOUT_S:.0f} s"
+        down = {"status": "unavailable", "upstream_status": "down", "error": service.hide(detail)}
+        return JSONResponse({**body, **down}, status_code=503)
+    return JSONResponse({**body, "upstream_status": "ok"})
+
+
+def _log_request(
+    service: ProxyService, request: Request, response: Response, started: float
+) -> None:
+    """One ``request`` event (shown with ``harness -v serve``): the kind, the arm, the window
+    returned, upstream generations, the status and the time."""
+    headers = response.headers
+    _log.info(
+        "request",
+        path=request.url.path,
+        status=response.status_code,
+        kind=getattr(request.state, "kind", None),
+        arm=headers.get("x-harness-arm"),
+        window=int(headers.get("x-harness-window", "0")),
+        generations=int(headers.get("x-harness-generations", "0")),
+        restored=int(headers.get("x-harness-restored", "0")),
+        upstream=service.config.upstream,
+        wall_s=round(time.perf_counter() - started, 4),
+    )
+
+
 def _header_text(text: str) -> str:
     """A header value: latin-1 safe, one line, bounded."""
     return text.encode("latin-1", "replace").decode("latin-1").replace("\n", " ")[:1000]
@@ -557,6 +637,11 @@ def build_app(
 
     async def chat(request: Request) -> Response:
         started = time.perf_counter(), time.thread_time()
+        response = await answer_chat(request, started)
+        _log_request(service, request, response, started[0])
+        return response
+
+    async def answer_chat(request: Request, started: tuple[float, float]) -> Response:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             return error(
@@ -581,9 +666,17 @@ def build_app(
         except BadRequest as bad:
             return error(bad.status, bad.message, param=bad.param)
         except EngineError as exc:
-            return error(502, f"The upstream ({cfg.upstream}) failed: {exc}", kind="upstream_error")
+            message = f"The upstream ({cfg.upstream}) failed: {exc}"
+            _log.warning(
+                "upstream_failed",
+                upstream=cfg.upstream,
+                error=type(exc).__name__,
+                detail=service.hide(message),
+            )
+            return error(502, message, kind="upstream_error")
         except HarnessError as exc:
             return error(500, f"{type(exc).__name__}: {exc}", kind="server_error")
+        request.state.kind = served.kind
         return _respond(service, served, parsed, started)
 
     async def models(request: Request) -> Response:
@@ -595,7 +688,7 @@ def build_app(
         )
 
     async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "upstream": cfg.upstream})
+        return await _health(service)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(

@@ -7,7 +7,9 @@ stream chunks and error bodies out.
 ``temperature``, ``max_tokens`` / ``max_completion_tokens``, ``seed``, ``stop``, ``stream``,
 ``stream_options.include_usage``, ``n`` (1), ``user`` and ``metadata`` (recorded nowhere,
 harmless), and the harness's own ``harness_skill``, ``harness_inputs`` and ``harness_arm``
-(what the OpenAI SDK's ``extra_body`` sends). Anything else — ``n > 1``, ``logprobs``, a
+(what the OpenAI SDK's ``extra_body`` sends). ``max_tokens``, ``temperature``,
+``parallel_tool_calls`` and ``tool_choice`` reach a server upstream only when the client sent
+them (``GenerationSettings.unsent``): nothing is injected. Anything else — ``n > 1``, ``logprobs``, a
 ``response_format``, sampling knobs the engine does not have, an unknown field — is a 400
 that names it, never silently ignored.
 """
@@ -65,6 +67,10 @@ _KNOWN = frozenset(
         *_NEUTRAL,
     }
 )
+
+
+#: Fields a server upstream gets only when the client sent them (else its defaults apply).
+_FORWARDED = ("max_tokens", "temperature", "parallel_tool_calls", "tool_choice")
 
 
 class BadRequest(Exception):
@@ -181,11 +187,16 @@ def _settings(body: Mapping[str, Any]) -> GenerationSettings:
         raise BadRequest(f"'seed' must be an integer, got {seed!r}.", param="seed")
     max_tokens = _count(body, "max_completion_tokens") or _count(body, "max_tokens")
     temperature = _number(body, "temperature", 0, 2)
+    sent = {key for key, value in body.items() if value is not None}
+    unsent = {key for key in _FORWARDED if key not in sent}
+    if max_tokens is not None:
+        unsent.discard("max_tokens")
     return GenerationSettings(
         max_tokens=max_tokens or GenerationSettings.max_tokens,
         temperature=temperature if temperature is not None else 0.0,
         seed=seed,
         stop=stops,
+        unsent=frozenset(unsent),
     )
 
 
