@@ -823,3 +823,40 @@ async def test_each_request_and_every_upstream_failure_is_logged() -> None:
     (failure,) = [e for e in logs if e["event"] == "upstream_failed"]
     assert failure["log_level"] == "warning"
     assert "connection refused" in failure["detail"]
+
+
+async def test_without_inputs_a_window_costs_one_discarded_generation_and_says_so() -> None:
+    from structlog.testing import capture_logs
+
+    def without_inputs(request: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in request.items() if k != "harness_inputs"}
+
+    with_inputs = ScriptedEngine(survey_script)
+    async with in_process_client(make_app(with_inputs)) as client:
+        _, told = await client_loop(client)
+    engine = ScriptedEngine(survey_script)
+    with capture_logs() as logs:
+        async with in_process_client(make_app(engine)) as client:
+            messages = opening()
+            responses = []
+            for _ in range(10):
+                response = await client.post(
+                    "/chat/completions", json=without_inputs(body(messages))
+                )
+                responses.append(response)
+                message = response.json()["choices"][0]["message"]
+                messages.append(message)
+                if not message.get("tool_calls"):
+                    break
+                for call in message["tool_calls"]:
+                    messages.append(
+                        {"role": "tool", "tool_call_id": call["id"], "content": run_tool(call)}
+                    )
+    assert messages[-1]["content"] == told[-1].json()["choices"][0]["message"]["content"]
+    assert all("no inputs" in r.headers["x-harness-warning"] for r in responses)
+    assert responses[0].headers["x-harness-window"] == "3"
+    # the window closed on the generation after it (the report call, a phase change): kept
+    # and returned after the absorb, so here it costs nothing
+    assert len(engine.requests) == len(with_inputs.requests)
+    assert "no inputs" not in told[0].headers.get("x-harness-warning", "")
+    assert len([e for e in logs if e["event"] == "no_inputs"]) == 1  # said once

@@ -268,6 +268,8 @@ class ProxyService:
         restoration = restore_serial(request.messages, self.ids, self.store)
         run_id = f"proxy-{conversation_key(restoration.messages)}"
         self._report(restoration, run_id)
+        missing_inputs = self._without_inputs(skill, inputs) if arm == "F" and skill else None
+        notes = [missing_inputs] if missing_inputs else []
         # The upstream is a serial model: arm F asks it for one call per turn; a pass-through
         # asks for what the client asked.
         native = arm == "S" and request.parallel_tool_calls is True
@@ -310,7 +312,8 @@ class ProxyService:
                     upstream=self.config.upstream,
                     hide=self.hide,
                 )
-                return Served(None, self._headers(arm, 0, 1, restoration, 0), kind, state, chunks)
+                headers = self._headers(arm, 0, 1, restoration, 0, notes)
+                return Served(None, headers, kind, state, chunks)
             outcome = await self._pass_through(state)
         else:
             proxy_arm = self._replayed(state, restoration, tools_key)
@@ -333,7 +336,7 @@ class ProxyService:
         body = self._response(request, outcome, run_id)
         window = len(outcome.calls) if outcome.kind == "window" else 0
         out_headers = self._headers(
-            arm, window, len(outcome.completions), restoration, outcome.discards
+            arm, window, len(outcome.completions), restoration, outcome.discards, notes
         )
         return Served(body, out_headers, kind, state)
 
@@ -404,9 +407,37 @@ class ProxyService:
         keys = self.positions.prefix_keys(self._context(state, tools_key), calls)
         self.positions.keep(keys[-1][1], proxy_arm.windows.tracker)
 
+    def _without_inputs(self, skill: Skill, inputs: Mapping[str, Any]) -> str | None:
+        """A sentence when a fan-out phase's slot count names an input the request does not
+        carry (logged once per skill): its windows then close only when the model moves on,
+        and the generation that does so is written over the withheld markers and discarded."""
+        phases = [
+            p.name
+            for p in skill.phases
+            if p.is_fan_out and isinstance(p.slots, str) and p.slot_count(inputs) is None
+        ]
+        if not phases:
+            return None
+        text = (
+            f"skill {skill.name!r}: no inputs for the slot count of phase(s) "
+            f"{', '.join(phases)}; each window closes only when the model moves on, which "
+            "costs up to one discarded generation per window; send X-Harness-Inputs or "
+            "harness_inputs"
+        )
+        key = ("no-inputs", skill.name)
+        if key not in self._reported:
+            self._reported[key] = None
+            _log.warning("no_inputs", skill=skill.name, phases=phases, detail=text)
+        return text
+
     @staticmethod
     def _headers(
-        arm: str, window: int, generations: int, restoration: Restoration, discards: int
+        arm: str,
+        window: int,
+        generations: int,
+        restoration: Restoration,
+        discards: int,
+        notes: Sequence[str] = (),
     ) -> dict[str, str]:
         out = {
             "X-Harness-Arm": arm,
@@ -415,8 +446,9 @@ class ProxyService:
             "X-Harness-Restored": str(len(restoration.windows)),
             "X-Harness-Discards": str(discards),
         }
-        if restoration.warnings:
-            out["X-Harness-Warning"] = _header_text("; ".join(restoration.warnings))
+        warnings = [*restoration.warnings, *notes]
+        if warnings:
+            out["X-Harness-Warning"] = _header_text("; ".join(warnings))
         return out
 
     async def _pass_through(self, state: ProxyState) -> Outcome:
