@@ -272,3 +272,16 @@ async def test_without_inputs_a_window_costs_at_most_one_discarded_generation() 
         assert runs["F"][0] == runs["S"][0], wt.id
         assert runs["S"][0] <= generations <= runs["S"][0] + len(wt.windows), wt.id
     assert totals == {"S": 361, "F": 361, "F without inputs": 385}
+
+
+def test_the_proxys_settings_fields_leave_older_journals_prompt_hashes_unchanged() -> None:
+    """``GenerationSettings.model`` and ``unsent`` (the proxy's pass-through manners) at
+    their defaults hash as before they existed: a journal written earlier still resumes."""
+    from harness.engines.base import GenerationSettings
+    from harness.journal import prompt_hash
+
+    chat: list[Message] = [{"role": "user", "content": "hi"}]
+    before = "7ce3090752a510999c770eb3e000109b7a2ea161061e9b1ca49a3d704884a478"
+    assert prompt_hash(chat, [], GenerationSettings()) == before
+    assert prompt_hash(chat, [], GenerationSettings(model="m")) != before
+    assert prompt_hash(chat, [], GenerationSettings(unsent=frozenset({"max_tokens"}))) != before

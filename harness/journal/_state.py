@@ -30,14 +30,26 @@ __all__ = (
 )
 
 
+#: GenerationSettings fields added after journals were first written, with their defaults
+#: (a field absent from this version, e.g. drafted decoding's ``draft_calls``, is skipped).
+_LATER_FIELDS: tuple[tuple[str, object], ...] = (
+    ("grammar_tools", None),
+    ("model", None),
+    ("unsent", frozenset()),
+    ("draft_calls", ()),
+)
+
+
 def prompt_hash(
     messages: Sequence[Message], tools: Sequence[ToolSpec], settings: GenerationSettings
 ) -> str:
     """SHA-256 of what a generation was asked: the chat, the tools and the settings. A resumed
     run that asks something else at a journaled turn has diverged from the journal."""
     asked = asdict(settings)
-    if asked.get("grammar_tools") is None:  # added later: hashes of older journals still match
-        asked.pop("grammar_tools", None)
+    # Fields added later, at their defaults, are left out: hashes of older journals still match.
+    for key, default in _LATER_FIELDS:
+        if key in asked and asked[key] == default:
+            asked.pop(key)
     text = json.dumps([list(messages), list(tools), asked], sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
