@@ -48,6 +48,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from harness.errors import ManifestError
+from harness.identity import Fold, identity_text
 
 __all__ = (
     "ArgSource",
@@ -91,6 +92,8 @@ class ArgSource:
 
 
 _parse_source = functools.lru_cache(maxsize=1024)(ArgSource.parse)
+#: How slot values are told apart: as a store folding case, Unicode and whitespace would.
+_SLOT_FOLD = Fold(("case", "whitespace"))
 _NO_RESULTS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
@@ -117,8 +120,13 @@ class Phase:
         if ref is None or ref.ref is None:
             return None
         value = inputs.get(ref.ref)
-        if isinstance(value, list | tuple | dict):
+        if isinstance(value, dict):
             return len(value)
+        if isinstance(value, list | tuple):
+            # One slot per *distinct* value (as a store folding case, Unicode and whitespace
+            # would see it): ["a", "a"] is one slot, so a second call is not admitted as a
+            # slot the input never had. Fewer slots only close a window sooner.
+            return len({identity_text(v, _SLOT_FOLD) for v in value})
         if isinstance(value, int):
             return value
         return None
