@@ -265,6 +265,10 @@ class _Template:
     scheme: int  # the length of the scheme (text up to the first ':' before any field)
     glob: bool  # the template was cut at a glob character
     single: str | None = None  # the field of a plain one-field template (the common case)
+    # Whether a Unicode fold of the filled target is the literals around the folded value:
+    # literals of ASCII, each side of a field an ASCII non-letter (nothing composes or
+    # changes case across it).
+    stable: bool = False
 
     @classmethod
     def parse(cls, template: str) -> _Template:
@@ -288,6 +292,10 @@ class _Template:
         colon = literals[0].find(":")
         scheme = colon + 1 if colon >= 0 else 0
         single = fields[0] if len(fields) == 1 and not glob else None
+        edges = [lit[-1:] for lit in literals[:-1]] + [lit[:1] for lit in literals[1:]]
+        stable = all(lit.isascii() for lit in literals) and not any(
+            c.isalnum() for c in "".join(edges)
+        )
         return cls(
             tuple(literals),
             tuple(fields),
@@ -295,6 +303,7 @@ class _Template:
             scheme,
             glob,
             single,
+            stable,
         )
 
     def expand(self, arguments: Mapping[str, Any], ident: _Identities) -> list[str]:
@@ -304,12 +313,19 @@ class _Template:
         argument whose identity is unknown cuts the target back to its namespace. Values are
         inserted verbatim (braces in a value are not re-read)."""
         name = self.single
-        if name is not None and ident.plain(name):  # the common case, nothing to fold
-            if name not in arguments:
-                raise _Unknown(f"argument {name!r} missing")
+        if name is not None and name in arguments and type(arguments[name]) is str:
             value = arguments[name]
-            if type(value) is str:
+            if ident.plain(name):  # the common case, nothing to fold
                 return [bound_target(self.literals[0] + value + self.literals[1])]
+            fold = ident.fold(name)
+            if (
+                self.stable
+                and fold is not None
+                and fold.unicode_only
+                and name not in ident.identity
+                and _invariant(fold.steps, self.literals)
+            ):  # folding the whole target would give the same text
+                return [bound_target(self.literals[0] + fold(value) + self.literals[1])]
         choices: list[list[str | None]] = []
         size = 1
         paths = False
@@ -354,6 +370,11 @@ class _Template:
             body = normalise_path(target[self.scheme :]) if target[self.scheme :] else ""
             target = target[: self.scheme] + ("" if body == "." else body)
         return bound_target(target)
+
+
+@functools.lru_cache(maxsize=1024)
+def _invariant(steps: tuple[str, ...], literals: tuple[str, ...]) -> bool:
+    return all(fold_text(steps, literal) == literal for literal in literals)
 
 
 class _Identities:
@@ -630,7 +651,10 @@ class Effect:
                 if self.read_only
                 else self._side(self._writes, arguments, "writes")
             )
-            reads, why_r = self._side(self._reads, arguments, "reads")
+            if self._reads == self._writes and not self.read_only and not why_w:
+                reads, why_r = writes, ""  # (one template for both sides: resolved once)
+            else:
+                reads, why_r = self._side(self._reads, arguments, "reads")
         except Exception as exc:  # a declaration's bug is "not certified", never a crash
             return Footprint.failed(f"{type(exc).__name__}: {exc}")
         if not (why_w or why_r):

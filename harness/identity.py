@@ -222,6 +222,11 @@ class Fold:
         return tuple(s for s in self.steps if s in TEXT_STEPS)
 
     @property
+    def unicode_only(self) -> bool:
+        """Whether every step is a Unicode one (no custom function, no path or spaces)."""
+        return self.custom is None and all(s in TEXT_STEPS for s in self.steps)
+
+    @property
     def folds_paths(self) -> bool:
         return "path" in self.steps
 

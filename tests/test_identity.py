@@ -26,12 +26,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.benchmarks.soundness_identity import differences, run_arms
 from harness.effects import Effect
 from harness.errors import ToolsetError
 from harness.identity import FOLD_STEPS, Fold, identity_text, normalise_path
 from harness.manifest import Manifest
 from harness.tools import Toolset, tool
-from tests.arm_runs import differences, run_arms
 
 UTC = datetime.UTC
 
