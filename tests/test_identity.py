@@ -461,3 +461,37 @@ def test_a_target_over_the_bounds_is_cut_back_to_an_ancestor() -> None:
 
 def test_pure_paths_of_either_flavour_are_posix_paths() -> None:
     assert identity_text(PurePosixPath("a//b/")) == "a/b"
+
+
+# -- no input makes the certifier raise ---------------------------------------------------------
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True)
+    | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=_JSON,
+    template=st.sampled_from(
+        ["doc:{v}", "{v}", "file:{v}/x", "a*{v}", "doc:{v}/{w}", "n:{w}.{v}", "lit:Text"]
+    ),
+    fold=st.sampled_from([None, "case", "path", "case+nfkc+path", "whitespace+nfc"]),
+    other=_JSON,
+)
+def test_no_argument_makes_a_footprint_raise(
+    value: Any, template: str, fold: str | None, other: Any
+) -> None:
+    effect = Effect.declare(write_targets=template, read_targets=(template,), canonical=fold)
+    footprint = effect.footprint({"v": value, "w": other})
+    for side in (footprint.writes, footprint.reads):
+        assert side is None or all(0 < len(t) <= 512 for t in side)
+    assert identity_text(value) is None or isinstance(identity_text(value), str)
