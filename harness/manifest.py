@@ -219,7 +219,8 @@ class Manifest:
             ) from None
 
     def check_tools(self, tool_names: Sequence[str] | Mapping[str, Any]) -> None:
-        """Every tool a phase names must exist in the toolset."""
+        """Every tool a phase names must exist in the toolset, and (when given the tools, not
+        only their names) every ``args`` key must name an argument its tool's schema has."""
         known = set(tool_names)
         for skill in self.skills.values():
             for phase in skill.phases:
@@ -228,6 +229,36 @@ class Manifest:
                     raise ManifestError(
                         f"{self.source}: skill {skill.name!r}, phase {phase.name!r}, field "
                         f"'tools': unknown tool(s) {missing}; the toolset has {sorted(known)}."
+                    )
+                if isinstance(tool_names, Mapping):
+                    self._check_arguments(skill, phase, tool_names)
+
+    def _check_arguments(self, skill: Skill, phase: Phase, tools: Mapping[str, Any]) -> None:
+        for tool, argument in phase.args:
+            schema = getattr(tools.get(tool), "parameters", None)
+            properties = schema.get("properties") if isinstance(schema, Mapping) else None
+            if not isinstance(properties, Mapping) or argument in properties:
+                continue
+            if schema.get("additionalProperties") not in (None, False):
+                continue  # a tool that takes any argument
+            raise ManifestError(
+                f"{self.source}: skill {skill.name!r}, phase {phase.name!r}, field "
+                f"'args.{tool}.{argument}': {tool!r} has no argument {argument!r}; its "
+                f"arguments are {sorted(properties)}."
+            )
+
+    def check_inputs(self, skill: str, inputs: Mapping[str, Any]) -> None:
+        """Every ``slots = "input:FIELD"`` of ``skill`` must name a field of the task's
+        inputs (a slot count from a missing input would silently count nothing)."""
+        for phase in self.skill(skill).phases:
+            if isinstance(phase.slots, str):
+                field = phase.slots.partition(":")[2]
+                if field not in inputs:
+                    shown = ", ".join(sorted(inputs)) or "none"
+                    raise ManifestError(
+                        f"{self.source}: skill {skill!r}, phase {phase.name!r}, field 'slots': "
+                        f"{phase.slots!r} names the input {field!r}, which the task does not "
+                        f"have (its inputs: {shown})."
                     )
 
     @classmethod

@@ -185,6 +185,10 @@ def run_user_task(args: argparse.Namespace) -> int:
             "--engine scripted only replays gold calls; use --policy gold (tasks with "
             "gold_calls) or a real engine."
         )
+    if manifest is not None:
+        for task in tasks:
+            if task.skill is not None and task.skill in manifest.skills:
+                manifest.check_inputs(task.skill, task.inputs)
     check_gold_policy(tasks, policy)
     plan = UserBatchPlan(
         out=args.out or Path(f"runs/tasks-{args.tasks.stem if args.tasks else 'one'}"),

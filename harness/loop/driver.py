@@ -125,6 +125,7 @@ async def run_loop(
     skill = _resolve_skill(manifest, task)
     if skill is not None and isinstance(manifest, Manifest):
         manifest.check_tools(toolset)
+        manifest.check_inputs(skill.name, task.inputs)
     ledger = ledger or Ledger()
     watch = _Abandoned(ledger)
     journaled: JournaledCalls | None = None
