@@ -236,7 +236,9 @@ class Manifest:
     def _check_arguments(self, skill: Skill, phase: Phase, tools: Mapping[str, Any]) -> None:
         for tool, argument in phase.args:
             schema = getattr(tools.get(tool), "parameters", None)
-            properties = schema.get("properties") if isinstance(schema, Mapping) else None
+            if not isinstance(schema, Mapping):
+                continue
+            properties = schema.get("properties")
             if not isinstance(properties, Mapping) or argument in properties:
                 continue
             if schema.get("additionalProperties") not in (None, False):

@@ -196,6 +196,10 @@ class GenerationSettings:
     ``grammar_tools``: when set, the tools the reply grammar allows (narrower schemas of the
     same tools, e.g. the open slots of :mod:`harness.loop.input_enums`); the prompt still
     shows ``tools``, so the prompt prefix does not change when the grammar does.
+    ``draft_calls``: calls this turn may well emit, predicted from the manifest and what the
+    transcript shows (never from the gold calls): an engine with drafted decoding
+    (:mod:`harness.engines.window_drafts`) lets the model verify their text in one pass;
+    the tokens generated are the same. Other engines ignore them.
     """
 
     max_tokens: int = 256
@@ -208,6 +212,7 @@ class GenerationSettings:
     constrain: bool = True
     stop: tuple[str, ...] = ()
     grammar_tools: tuple[ToolSpec, ...] | None = None
+    draft_calls: tuple[ToolCall, ...] = ()
 
 
 @runtime_checkable
