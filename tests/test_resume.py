@@ -245,6 +245,8 @@ async def test_in_doubt_calls_do_not_spend_the_model_mistake_budget(tmp_path: Pa
         e for e in entries
         if e["kind"] != "outcome" and not (e["kind"] == "turn" and e["turn"] > 0)
     ]  # fmt: skip
+    for seq, entry in enumerate(kept):  # numbered as a writer that never wrote them would
+        entry["seq"] = seq
     path.write_text("".join(json.dumps(e) + "\n" for e in kept))
     with Journal.resume(tmp_path / "run") as journal:
         result = await run_loop(

@@ -152,6 +152,8 @@ async def run_loop(
         turns=JournaledTurns(journal) if journal is not None else None,
     )
     watch.run_id = state.run_id
+    if journaled is not None:
+        journaled.turn_of = state.emitted_turn
     started = time.monotonic()
     answer: str | None = None
     error: str | None = "Cancelled: the run was stopped before it ended"

@@ -209,6 +209,10 @@ class RunState:
             self._emitted_turn[c.id] = self.turn
         return replace(completion, tool_calls=calls)
 
+    def emitted_turn(self, call_id: str) -> int | None:
+        """The turn that emitted ``call_id`` (None for a call the model did not emit)."""
+        return self._emitted_turn.get(call_id)
+
     def _next_id(self) -> str:
         while True:  # skip the ids a continued history already uses
             call_id = f"call_{next(self._ids)}"
