@@ -19,8 +19,7 @@ from typing import Any
 from harness.benchmarks.tasks import WorkloadTask
 from harness.certify import Certificate, SchemaSoundDetector
 from harness.engines.base import Engine, GenerationSettings, ToolCall
-from harness.errors import ConfigError, HarnessError
-from harness.errors import JournalError
+from harness.errors import ConfigError, HarnessError, JournalError
 from harness.journal import Journal, OnDamage
 from harness.ledger import Ledger, record_to_dict
 from harness.loop import Arm, FlattenSettings, LoopConfig, LoopResult, Policy, run_loop

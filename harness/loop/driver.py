@@ -251,6 +251,8 @@ def _extra(
 ) -> dict[str, object]:
     """What the summary adds: calls whose threads still run, and what the journal replayed."""
     extra: dict[str, object] = dict(state.extra)
+    if state.count.tool_failures:
+        extra["tool_failures"] = state.count.tool_failures
     unsettled = [c for c, t in watch.threads.items() if not t.done]
     if unsettled:
         extra["unsettled_calls"] = unsettled

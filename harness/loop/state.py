@@ -266,7 +266,7 @@ class RunState:
         """A call's outcome: kept, counted against the mistake budget, and recorded."""
         self.results[call.id] = result
         self.calls.append(call)
-        self.budgets.outcome(result.is_error, result.content, result.error_kind)
+        self.budgets.outcome(result.is_error, result.content, result.error_kind, call.name)
         self.ledger.emit(
             CallRecord(
                 run_id=self.run_id,
