@@ -449,6 +449,7 @@ def _copy(state: JournalState) -> JournalState:
         end=state.end,
         attempts=state.attempts,
         skipped=state.skipped,
+        history={c: list(events) for c, events in state.history.items()},
     )
 
 

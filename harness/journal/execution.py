@@ -142,6 +142,7 @@ class JournaledCalls:
         replay = self.journal.replay
         if decision == "replay":
             self.replayed.append(call.id)
+            self.journal.state.note(call.id, "replayed")
             return result_from_entry(replay.outcomes[call.id])
         if decision == "late":
             self.replayed.append(call.id)

@@ -264,6 +264,9 @@ def _extra(
             "replayed": list(journaled.replayed),
             "retried": list(journaled.retried),
             "unknown": list(journaled.unknown),
+            # Every call that was ever in doubt, attempt by attempt (in doubt at 1,
+            # outcome_unknown at 2, replayed at 3): a later attempt never hides it.
+            "history": journal.state.eventful(),
         }
     return extra
 
