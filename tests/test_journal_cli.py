@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -220,3 +221,34 @@ def test_a_journal_in_a_read_only_directory_is_refused_with_one_line(tmp_path: P
         assert result.returncode == 2, result.stderr
         _one_line_error(result.stderr, "Read-only file system (EROFS)")
     assert not (tmp_path / "ledger.txt").exists()  # nothing ran
+
+
+def test_one_task_of_your_own_journaled_and_resumed_replays_every_arm_and_writes_nothing_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness._commands import run_user
+    from harness.testing import ScriptedEngine
+
+    def model(messages: Any, tools: Any) -> Any:  # a model: one entry, then an answer
+        return "Recorded." if messages[-1]["role"] == "tool" else {
+            "name": "record", "arguments": {"entry": "mar: paid ana"},
+        }  # fmt: skip
+
+    @contextlib.asynccontextmanager
+    async def engine(args: Any) -> Any:
+        async with ScriptedEngine(model) as scripted:
+            yield scripted
+
+    monkeypatch.setattr(run_user, "open_engine", engine)
+    monkeypatch.setenv("LEDGER_FILE", str(tmp_path / "ledger.txt"))
+    run_dir = tmp_path / "run"
+    argv = ["run", "--toolset", LEDGER_TOOLS, "--prompt", "Record the march payroll of ana.",
+            "--engine", "http", "--base-url", "http://unused", "--journal", str(run_dir)]  # fmt: skip
+    assert main(argv) == 0
+    assert sorted(p.name for p in run_dir.iterdir()) == ["F", "S", "run.json"]
+    assert _lines(tmp_path / "ledger.txt") == ["mar: paid ana"] * 2  # one per arm
+    capsys.readouterr()
+    assert main(["run", "--resume", str(run_dir), "--engine", "http", "--base-url", "x"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("resumed (attempt 2): 2 turn(s) and 1 call(s) replayed") == 2
+    assert _lines(tmp_path / "ledger.txt") == ["mar: paid ana"] * 2  # nothing ran again

@@ -59,6 +59,7 @@ from harness.calls import ToolResult
 from harness.engines.base import Completion, ToolCall
 from harness.errors import JournalError
 from harness.journal._state import (
+    EVENTS,
     JournalState,
     completion_from_entry,
     completion_to_entry,
@@ -71,6 +72,7 @@ from harness.journal.damage import Damage, Horizon, find_damage
 from harness.tools import ToolThread
 
 __all__ = (
+    "EVENTS",
     "FORMAT",
     "Damage",
     "Journal",
