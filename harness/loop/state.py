@@ -240,6 +240,10 @@ class RunState:
             self._emitted_turn[c.id] = self.turn
         return replace(completion, tool_calls=calls)
 
+    def emitted_turn(self, call_id: str) -> int | None:
+        """The turn that emitted ``call_id`` (None for a call the model did not emit)."""
+        return self._emitted_turn.get(call_id)
+
     def _next_id(self) -> str:
         while True:  # skip the ids a continued history already uses
             call_id = f"call_{next(self._ids)}"
@@ -293,7 +297,7 @@ class RunState:
         """A call's outcome: kept, counted against the mistake budget, and recorded."""
         self.results[call.id] = result
         self.calls.append(call)
-        self.budgets.outcome(result.is_error, result.content, result.error_kind)
+        self.budgets.outcome(result.is_error, result.content, result.error_kind, call.name)
         self.ledger.emit(
             CallRecord(
                 run_id=self.run_id,
