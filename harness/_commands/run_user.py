@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,14 @@ def _recorded(args: argparse.Namespace, inputs: dict[str, Any]) -> dict[str, Any
     }
 
 
+def _check_inputs(manifest: Manifest | None, tasks: Sequence[Task]) -> None:
+    """Every task has the inputs its skill's slot counts name (a ManifestError: exit 2)."""
+    if manifest is not None:
+        for task in tasks:
+            if task.skill is not None and task.skill in manifest.skills:
+                manifest.check_inputs(task.skill, task.inputs)
+
+
 def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> int:
     """``harness run`` with your own task or tasks (module docstring). ``resume``: the
     directory of a journaled run whose options were restored on ``args``."""
@@ -221,10 +230,7 @@ def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> in
             "--engine scripted only replays gold calls; use --policy gold (tasks with "
             "gold_calls) or a real engine."
         )
-    if manifest is not None:
-        for task in tasks:
-            if task.skill is not None and task.skill in manifest.skills:
-                manifest.check_inputs(task.skill, task.inputs)
+    _check_inputs(manifest, tasks)
     check_gold_policy(tasks, policy)
     if args.journal is not None:
         inputs = {} if args.tasks else dict(tasks[0].inputs)
