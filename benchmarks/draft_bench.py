@@ -41,8 +41,7 @@ from typing import Any
 
 import anyio
 
-from harness.benchmarks.jobs import JobSpec, run_job
-from harness.benchmarks.spec_bench import survey_task
+from harness.benchmarks.spec_bench import run_cell, survey_task
 from harness.benchmarks.tasks import WorkloadTask
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -82,16 +81,8 @@ def _row(job: dict[str, Any], cell: dict[str, Any], proposer: str) -> dict[str, 
 async def _cell(
     engine: Any, tasks: Sequence[WorkloadTask], label: str, policy: str, manifest: Any
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    spec = JobSpec.from_label(label, policy=policy, latency_s=0.0)
     before = engine.draft_stats
-    jobs: list[dict[str, Any]] = []
-
-    async def one(wt: WorkloadTask) -> None:
-        jobs.append(await run_job(engine, wt, spec, manifest))
-
-    async with anyio.create_task_group() as group:
-        for wt in tasks:
-            group.start_soon(one, wt)
+    jobs = await run_cell(engine, tasks, label, 0.0, 0, manifest, policy=policy)
     delta = engine.draft_stats - before
     counts = {
         "drafts": delta.drafts,

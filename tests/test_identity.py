@@ -16,7 +16,7 @@ import unicodedata
 import uuid
 from decimal import Decimal
 from enum import Enum
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
 import anyio
@@ -26,10 +26,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.benchmarks.soundness_identity import differences, run_arms
+from harness.benchmarks.soundness_identity import CLASSES, differences, run_arms
 from harness.effects import Effect
 from harness.errors import ToolsetError
-from harness.identity import FOLD_STEPS, Fold, identity_text, normalise_path
+from harness.identity import FOLD_STEPS, Fold, identity_text
 from harness.manifest import Manifest
 from harness.tools import Toolset, tool
 
@@ -64,47 +64,19 @@ def _assert_serial(runs: dict[str, Any]) -> None:
 
 
 def test_one_instant_in_two_offsets_is_one_record() -> None:
-    def make(store: dict[str, Any]) -> Toolset:
-        return _counter_tools(store, lambda when: when.astimezone(UTC).isoformat())
-
     calls = [
-        ("add", {"key": "2026-01-01T10:00:00+02:00", "n": 1}),
-        ("add", {"key": "2026-01-01T08:00:00Z", "n": 2}),
-        ("add", {"key": "2026-01-01T03:00:00-05:00", "n": 4}),
+        ("add", {"when": "2026-01-01T10:00:00+02:00", "n": 1}),
+        ("add", {"when": "2026-01-01T08:00:00Z", "n": 2}),
+        ("add", {"when": "2026-01-01T03:00:00-05:00", "n": 4}),
     ]
-
-    def typed(store: dict[str, Any]) -> Toolset:
-        @tool(write_targets="rec:{when}", read_targets="rec:{when}")
-        async def add(when: datetime.datetime, n: int) -> int:
-            record = when.astimezone(UTC).isoformat()
-            before = store.get(record, 0)
-            await _race()
-            store[record] = before + n
-            return int(before)
-
-        return Toolset([add])
-
-    runs = run_arms(typed, [("add", {"when": c[1]["key"], "n": c[1]["n"]}) for c in calls])
+    runs = run_arms(CLASSES["instant"], calls)
     _assert_serial(runs)
     assert runs["S"].results[-1][2] == "3"  # the third call saw both earlier writes
-    del make
 
 
 def test_a_time_of_day_in_two_offsets_is_one_record() -> None:
-    def typed(store: dict[str, Any]) -> Toolset:
-        @tool(write_targets="alarm:{at}", read_targets="alarm:{at}")
-        async def add(at: datetime.time, n: int) -> int:
-            moment = datetime.datetime.combine(datetime.date(2000, 1, 2), at)
-            record = moment.astimezone(UTC).time().isoformat()
-            before = store.get(record, 0)
-            await _race()
-            store[record] = before + n
-            return int(before)
-
-        return Toolset([add])
-
     calls = [("add", {"at": "10:00:00+02:00", "n": 1}), ("add", {"at": "08:00:00Z", "n": 2})]
-    _assert_serial(run_arms(typed, calls))
+    _assert_serial(run_arms(CLASSES["time"], calls))
 
 
 def test_naive_and_aware_datetimes_on_one_namespace_never_certify_together() -> None:
@@ -116,23 +88,12 @@ def test_naive_and_aware_datetimes_on_one_namespace_never_certify_together() -> 
 
 
 def test_a_path_argument_is_normalised_like_a_path_folded_string() -> None:
-    def typed(store: dict[str, Any]) -> Toolset:
-        @tool(write_targets="file:{path}", read_targets="file:{path}")
-        async def add(path: Path, n: int) -> int:
-            record = normalise_path(path.as_posix())
-            before = store.get(record, 0)
-            await _race()
-            store[record] = before + n
-            return int(before)
-
-        return Toolset([add])
-
     calls = [
         ("add", {"path": "a/./b", "n": 1}),
         ("add", {"path": "a/b/", "n": 2}),
         ("add", {"path": "a/c/../b", "n": 4}),
     ]
-    _assert_serial(run_arms(typed, calls))
+    _assert_serial(run_arms(CLASSES["path_value"], calls))
 
 
 @pytest.mark.parametrize(
@@ -208,56 +169,17 @@ def test_greek_with_combining_marks_folds_to_one_target() -> None:
 
 
 def test_a_composite_path_template_is_joined_then_normalised() -> None:
-    def make(store: dict[str, Any]) -> Toolset:
-        folds = {"dir": "path", "name": "path", "path": "path"}
-
-        @tool(write_targets="file:{dir}/{name}", read_targets="file:{dir}/{name}", canonical=folds)
-        async def add_in(dir: str, name: str, n: int) -> int:
-            record = normalise_path(f"{dir}/{name}")
-            before = store.get(record, 0)
-            await _race()
-            store[record] = before + n
-            return int(before)
-
-        @tool(write_targets="file:{path}", read_targets="file:{path}", canonical=folds)
-        async def add(path: str, n: int) -> int:
-            record = normalise_path(path)
-            before = store.get(record, 0)
-            await _race()
-            store[record] = before + n
-            return int(before)
-
-        return Toolset([add_in, add])
-
     calls = [
         ("add_in", {"dir": ".", "name": "b", "n": 1}),
         ("add", {"path": "b", "n": 2}),
         ("add_in", {"dir": "x/..", "name": "./b", "n": 4}),
     ]
-    _assert_serial(run_arms(make, calls))
+    _assert_serial(run_arms(CLASSES["composite"], calls))
 
 
 def test_literal_template_text_goes_through_the_fold() -> None:
-    def make(store: dict[str, Any]) -> Toolset:
-        @tool(write_targets="doc:{key}", read_targets="doc:{key}", canonical="case")
-        async def add(key: str, n: int) -> int:
-            record = key.casefold()
-            before = store.get(record, 0)
-            await _race()
-            store[record] = before + n
-            return int(before)
-
-        @tool(write_targets="doc:Readme", read_targets="doc:Readme", canonical="case")
-        async def bump_readme(n: int) -> int:
-            before = store.get("readme", 0)
-            await _race()
-            store["readme"] = before + n
-            return int(before)
-
-        return Toolset([add, bump_readme])
-
     calls = [("add", {"key": "README", "n": 1}), ("bump_readme", {"n": 2})]
-    _assert_serial(run_arms(make, calls))
+    _assert_serial(run_arms(CLASSES["literal"], calls))
 
 
 def test_a_literal_target_in_a_folded_namespace_must_fold_alike() -> None:
@@ -280,22 +202,11 @@ class Key(pydantic.BaseModel):
 
 
 def test_the_declared_fold_reaches_inside_a_model_argument() -> None:
-    def make(store: dict[str, Any]) -> Toolset:
-        @tool(write_targets="rec:{key}", read_targets="rec:{key}", canonical="case")
-        async def add(key: Key, n: int) -> int:
-            record = f"{key.ns.casefold()}/{key.name.casefold()}"
-            before = store.get(record, 0)
-            await _race()
-            store[record] = before + n
-            return int(before)
-
-        return Toolset([add])
-
     calls = [
         ("add", {"key": {"ns": "A", "name": "B"}, "n": 1}),
         ("add", {"key": {"name": "b", "ns": "a"}, "n": 2}),
     ]
-    _assert_serial(run_arms(make, calls))
+    _assert_serial(run_arms(CLASSES["nested"], calls))
 
 
 def test_a_mapping_whose_keys_fold_together_is_unknown() -> None:
@@ -307,14 +218,8 @@ def test_a_mapping_whose_keys_fold_together_is_unknown() -> None:
 
 
 def test_a_declared_identity_function_keys_the_targets() -> None:
-    def key_of(text: str) -> str:
-        return text.split("#")[0].casefold()
-
-    def make(store: dict[str, Any]) -> Toolset:
-        return _counter_tools(store, key_of, identity={"key": key_of})
-
     calls = [("add", {"key": "Doc#1", "n": 1}), ("add", {"key": "doc#2", "n": 2})]
-    _assert_serial(run_arms(make, calls))
+    _assert_serial(run_arms(CLASSES["store_identity"], calls))
 
 
 def test_tools_sharing_a_namespace_must_share_its_identity_function() -> None:
@@ -332,25 +237,8 @@ def test_tools_sharing_a_namespace_must_share_its_identity_function() -> None:
 
 
 def test_a_glob_overlaps_every_target_of_its_namespace() -> None:
-    def make(store: dict[str, Any]) -> Toolset:
-        @tool(write_targets="doc:{key}", read_targets="doc:{key}")
-        async def add(key: str, n: int) -> int:
-            before = store.get(key, 0)
-            await _race()
-            store[key] = before + n
-            return int(before)
-
-        @tool(write_targets="doc:*", read_targets="doc:*")
-        async def total() -> int:
-            seen = sum(store.values())
-            await _race()
-            store.clear()
-            return seen
-
-        return Toolset([add, total])
-
     calls = [("add", {"key": "a", "n": 1}), ("total", {}), ("add", {"key": "b", "n": 2})]
-    _assert_serial(run_arms(make, calls))
+    _assert_serial(run_arms(CLASSES["glob"], calls))
     effect = Effect.declare(write_targets=["doc:*", "log:{key}/*"], read_targets=())
     assert effect.footprint({"key": "k"}).writes == frozenset({"doc:", "log:k/"})
 
@@ -406,22 +294,11 @@ def test_an_argument_nested_hundreds_deep_raises_from_no_arm_and_still_certifies
 
 
 def test_distinct_records_still_certify_together() -> None:
-    def typed(store: dict[str, Any]) -> Toolset:
-        @tool(write_targets="rec:{when}", read_targets="rec:{when}")
-        async def add(when: datetime.datetime, n: int) -> int:
-            record = when.astimezone(UTC).isoformat()
-            before = store.get(record, 0)
-            await _race()
-            store[record] = before + n
-            return int(before)
-
-        return Toolset([add])
-
     calls = [
         ("add", {"when": "2026-01-01T10:00:00+02:00", "n": 1}),
         ("add", {"when": "2026-01-01T10:00:00Z", "n": 2}),
     ]
-    runs = run_arms(typed, calls)
+    runs = run_arms(CLASSES["instant"], calls)
     _assert_serial(runs)
     assert runs["F"].windows == runs["P"].windows == 1
 

@@ -16,7 +16,7 @@ from typing import Any
 from harness.errors import JournalError
 from harness.journal import io_error
 
-__all__ = ("arm_folder", "check_arm_folders", "record_run", "recorded_run")
+__all__ = ("arm_folder", "check_arm_folders", "record_run", "recorded_run", "resume_hint")
 
 
 def record_run(directory: Path, options: Mapping[str, Any]) -> Path:
@@ -71,3 +71,13 @@ def check_arm_folders(directory: Path, labels: Sequence[str]) -> None:
                 "would run its writes again. Nothing ran; restore the folder or start over in "
                 "a new directory."
             )
+
+
+def resume_hint(directory: Path | None) -> str:
+    """What an interrupted ``harness run`` says about the work it leaves."""
+    if directory is not None:
+        return (
+            f"each arm's journal in {directory} is flushed: continue with "
+            f"`harness run --resume {directory}`."
+        )
+    return "arms that finished are printed above (run with --journal DIR to make it resumable)."

@@ -12,7 +12,13 @@ import anyio
 from harness._commands._engine_args import add_engine_arguments, open_engine
 from harness._commands._guide_args import GUIDES, add_guide_arguments, guides
 from harness._commands._ray_args import add_ray_arguments, check_ray_arguments
-from harness._commands._run_dir import arm_folder, check_arm_folders, record_run, recorded_run
+from harness._commands._run_dir import (
+    arm_folder,
+    check_arm_folders,
+    record_run,
+    recorded_run,
+    resume_hint,
+)
 from harness._commands._signals import until_signalled
 from harness._commands._table import exit_status, render_table
 from harness._commands.run_user import (
@@ -258,13 +264,7 @@ def run(args: argparse.Namespace) -> int:
                         out.write(dumps(job) + "\n")
         return done
 
-    hint = (
-        f"each arm's journal in {directory} is flushed: continue with "
-        f"`harness run --resume {directory}`."
-        if directory is not None
-        else "arms that finished are printed above (run with --journal DIR to make it resumable)."
-    )
-    jobs = anyio.run(until_signalled, go, hint)
+    jobs = anyio.run(until_signalled, go, resume_hint(directory))
     _print_jobs(args, wt, jobs)
     return exit_status(jobs)
 

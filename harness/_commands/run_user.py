@@ -22,7 +22,7 @@ import anyio
 from harness._commands._engine_args import open_engine
 from harness._commands._guide_args import guides
 from harness._commands._ray_args import open_ray_pool
-from harness._commands._run_dir import arm_folder, check_arm_folders, record_run
+from harness._commands._run_dir import arm_folder, check_arm_folders, record_run, resume_hint
 from harness._commands._signals import until_signalled
 from harness._jsonl import open_append
 from harness.errors import ConfigError
@@ -270,13 +270,7 @@ def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> in
                         out.write(json.dumps(job, sort_keys=True, default=str) + "\n")
         return done
 
-    hint = (
-        f"each arm's journal in {directory} is flushed: continue with "
-        f"`harness run --resume {directory}`."
-        if directory is not None
-        else "arms that finished are printed above (run with --journal DIR to make it resumable)."
-    )
-    jobs = anyio.run(until_signalled, go, hint)
+    jobs = anyio.run(until_signalled, go, resume_hint(directory))
     return _report(args, jobs, f"your task, skill {default_skill}, policy {policy}")
 
 
