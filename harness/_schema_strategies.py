@@ -271,7 +271,7 @@ def arguments_strategy(
     ``overrides``: a whole strategy per argument. ``examples``: values drawn seven times out
     of eight for an argument (the rest come from its schema); values that do not validate
     against the argument's schema are dropped. ``aliases``: other spellings of the examples
-    (:mod:`harness._certkit_aliases`), drawn instead of an example one time in three. All are
+    (:mod:`harness.certkit._aliases`), drawn instead of an example one time in three. All are
     keyed ``"tool.argument"`` (first) or ``"argument"``.
     """
     converter = _Converter(schema)

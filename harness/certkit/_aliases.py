@@ -28,8 +28,8 @@ from typing import Any
 from hypothesis import reject
 from hypothesis import strategies as st
 
-from harness._certkit_base import Falsified, KitView, changed_resources
-from harness._certkit_report import ClaimResult, Counterexample, Outcome
+from harness.certkit._base import Falsified, KitView, changed_resources
+from harness.certkit._report import ClaimResult, Counterexample, Outcome
 from harness.conflicts import overlaps
 from harness.effects import FOLD_STEPS, Fold, template_fields
 from harness.tools import Tool

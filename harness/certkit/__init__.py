@@ -9,7 +9,7 @@ by hypothesis from each tool's JSON Schema:
 ``write_targets``   a call changes no resource outside its declared write targets;
 ``targets_canonical`` a call and an aliasing variant of it (a target argument spelled
                     another way: case, Unicode, whitespace, path or numeric form, see
-                    :mod:`harness._certkit_aliases`) that change the same resource declare
+                    :mod:`harness.certkit._aliases`) that change the same resource declare
                     overlapping write targets (the ``canonical=`` fold covers the store's);
 ``commutes``        every window the certifier certifies, run concurrently in random start
                     orders and interleavings, gives the same results and final state as the
@@ -55,15 +55,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness._certkit_contract import CertifiableToolset, as_certifiable, load_certifiable
-from harness._certkit_report import (
+from harness.certify import Detector
+from harness.certkit._contract import CertifiableToolset, as_certifiable, load_certifiable
+from harness.certkit._report import (
     CertificationReport,
     ClaimResult,
     ClaimStatus,
     Counterexample,
     Outcome,
 )
-from harness.certify import Detector
 from harness.errors import ConfigError
 from harness.manifest import Manifest, load_manifest
 
@@ -118,7 +118,7 @@ def check_toolset(
         raise ConfigError(f"max_window must be at least 2, got {max_window}.")
     _refuse_running_loop()
     try:
-        from harness._certkit_checks import Kit
+        from harness.certkit._kit import Kit
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("hypothesis"):
             raise ConfigError(

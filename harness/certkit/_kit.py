@@ -29,17 +29,17 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
-from harness._certkit_aliases import alias_table, check_targets_canonical, target_arguments
-from harness._certkit_base import Call, Falsified, changed_resources, tool_call
-from harness._certkit_contract import CertifiableToolset
-from harness._certkit_d2 import check_d2
-from harness._certkit_report import ClaimName, ClaimResult, Counterexample, Outcome
-from harness._certkit_speculable import check_speculable
 from harness._schema_strategies import arguments_strategy
 from harness.calls import ToolResult, execute_call
 from harness.certify import Certificate, Detector, SchemaSoundDetector
 from harness.certify.d1 import conflicts_with
 from harness.certify.d2 import placeholder_failure
+from harness.certkit._aliases import alias_table, check_targets_canonical, target_arguments
+from harness.certkit._base import Call, Falsified, changed_resources, tool_call
+from harness.certkit._contract import CertifiableToolset
+from harness.certkit._d2 import check_d2
+from harness.certkit._report import ClaimName, ClaimResult, Counterexample, Outcome
+from harness.certkit._speculable import check_speculable
 from harness.engines.base import ToolCall
 from harness.engines.batch import gather
 from harness.errors import ToolsetError

@@ -8,8 +8,8 @@ import json
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
-from harness._certkit_report import ClaimName, ClaimResult, Counterexample
 from harness.certify import Detector
+from harness.certkit._report import ClaimName, ClaimResult, Counterexample
 from harness.engines.base import ToolCall
 from harness.tools import Toolset
 
