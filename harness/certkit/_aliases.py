@@ -181,12 +181,14 @@ def _kind(schema: Mapping[str, Any], value: Any = None) -> str:
 
 def seed_values(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> list[Any]:
     """Values the kit starts from for an argument of this type (not checked against the
-    schema: the caller keeps the valid ones). Enumerated and constant arguments get none
-    (the schema's own strategy draws them)."""
+    schema: the caller keeps the valid ones); an enumerated one starts from its members, an
+    object from its fields' seeds."""
     root = schema if root is None else root
     schema = _resolve(schema, root)
-    if "enum" in schema or "const" in schema:
-        return []
+    if "enum" in schema:
+        return list(schema["enum"])
+    if "const" in schema:
+        return [schema["const"]]
     kind = _kind(schema)
     if kind in SEEDS:
         return list(SEEDS[kind])
@@ -197,8 +199,7 @@ def seed_values(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None
         options = {name: seed_values(sub, root) for name, sub in properties.items()}
         required = set(schema.get("required", ()))
         if any(not options[name] for name in required if name in options):
-            # a required leaf without seeds (an enum): the schema's strategy draws it
-            return []
+            return []  # a required leaf the kit cannot seed: the schema's strategy draws it
         width = max((len(v) for v in options.values() if v), default=0)
         return [
             {name: values[i % len(values)] for name, values in options.items() if values}
