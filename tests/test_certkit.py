@@ -418,7 +418,7 @@ def test_a_sync_tool_is_judged_only_after_its_abandoned_thread_has_ended():
 
 
 def test_aliasing_variants_cover_case_unicode_whitespace_paths_and_numbers():
-    from harness._certkit_aliases import alias_variants
+    from harness.certkit._aliases import alias_variants
 
     text = alias_variants("a/b")
     assert {"A/B", " a/b", "a/b ", "a/./b", "a//b", "./a/b", "a/b/", "ａ／ｂ"} <= set(text)
