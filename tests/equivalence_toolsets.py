@@ -28,22 +28,20 @@ toolset                                what it shows
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import hashlib
 import json
 import posixpath
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import anyio.lowlevel
 from pydantic import BaseModel, Field
 
-from harness import Effect, Toolset, tool
+from harness import Toolset, tool
 from harness.certkit import CertifiableToolset
-from harness.tools import Tool
 
 #: A string the model fills with an ISO 8601 date-time (what pydantic emits for ``datetime``).
 DateTimeText = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
@@ -128,36 +126,21 @@ def _utc_key(text: str) -> str:
     return moment.isoformat()
 
 
-@dataclass(frozen=True)
-class _IdentityEffect(Effect):
-    """Until ``Effect.identity`` lands (issue 25 item 3): the same declaration, read the way
-    the kit reads it (``identity`` and ``identity_for``)."""
-
-    identity: Mapping[str, Callable[[Any], Any]] | None = None
-
-    def identity_for(self, argument: str) -> Callable[[Any], Any] | None:
-        return None if self.identity is None else self.identity.get(argument)
-
-
-def with_identity(declared: Tool, identity: Mapping[str, Callable[[Any], Any]]) -> Tool:
-    """``declared`` with ``identity=`` added to its effect, as ``@tool(identity=...)``
-    declares it."""
-    if "identity" in {f.name for f in dataclasses.fields(Effect)}:
-        return declared.with_effect(dataclasses.replace(declared.effect, identity=identity))
-    kept = {f.name: getattr(declared.effect, f.name) for f in dataclasses.fields(Effect) if f.init}
-    return declared.with_effect(_IdentityEffect(**kept, identity=identity))
-
-
 def _calendar(identity: Callable[[Any], Any] | None = None) -> Any:
     def make(state: Records) -> Toolset:
-        @tool(idempotent=True, write_targets="slot:{at}", read_targets=())
+        @tool(
+            idempotent=True,
+            write_targets="slot:{at}",
+            read_targets=(),
+            identity=None if identity is None else {"at": identity},
+        )
         async def book(at: DateTimeText, who: Literal["ann", "bob"]) -> str:
             """Book a slot at a date-time (the calendar keys it by its UTC instant)."""
             await anyio.lowlevel.checkpoint()
             state.records[f"slot:{_utc_key(at)}"] = who
             return f"booked {who}"
 
-        return Toolset([book if identity is None else with_identity(book, {"at": identity})])
+        return Toolset([book])
 
     return make
 
