@@ -392,7 +392,9 @@ FOLDING = {
     ids=["raw_targets", "weaker_fold"],
 )
 def test_a_store_that_folds_names_more_than_its_targets_is_caught(factory):
-    report = check_toolset(factory(), examples=20)
+    # 40 examples: `case` is NFKC_Casefold now, so the weaker fold misses only `strip`, a
+    # narrower lie that a 20-example commutes run finds at some seeds only.
+    report = check_toolset(factory(), examples=40)
     assert {(c.subject, c.claim) for c in report.false} == FOLDING
     canonical = next(c for c in report.false if c.claim == "targets_canonical")
     ce = canonical.counterexample
