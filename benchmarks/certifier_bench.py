@@ -15,6 +15,10 @@ as microseconds per admitted call:
 3. **workspace**: the real workspace toolset and manifest at the workload's sizes (a survey
    window of n ``read_doc`` calls, 8 read targets each; a ``set_status_all`` window of n
    writes).
+4. **long keys**: one call whose key is 32,000 characters (plain, every character a
+   separator, and under the ``case`` fold), admitted into a window: wall time and peak
+   memory (``tracemalloc``) of the admission. Targets are bounded (512 characters, 64
+   separators), so neither grows with the key beyond one linear pass.
 
 Times are CPU time of this process (``time.process_time``), so other processes on a shared
 machine do not count; medians over ``--runs`` repetitions. A calibration figure (ns per
@@ -45,6 +49,9 @@ __all__ = ("main", "measure", "report")
 WINDOWS = (2, 4, 8, 16, 32, 64)
 TARGETS = (1, 10, 100, 1_000, 10_000)
 GOAL_US = 50.0
+LONG_KEY = 32_000
+LONG_GOAL_MS = 50.0
+LONG_GOAL_MB = 50.0
 
 
 def _synthetic_toolset() -> Toolset:
@@ -170,6 +177,56 @@ def _workspace(runs: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _long_keys(runs: int) -> list[dict[str, Any]]:
+    import tracemalloc
+
+    @tool(write_targets="doc:{key}", read_targets="doc:{key}", canonical="case")
+    def folded(key: str) -> str:
+        return key
+
+    @tool(write_targets="raw:{key}", read_targets="raw:{key}")
+    def plain(key: str) -> str:
+        return key
+
+    toolset = Toolset([folded, plain])
+    manifest = Manifest.from_dict(
+        {
+            "skills": {
+                "s": {"phases": [{"name": "g", "kind": "fan_out", "tools": ["folded", "plain"]}]}
+            }
+        },
+        source="certifier_bench",
+    )
+    rows = []
+    for label, name, key in (
+        ("plain", "plain", "k" * LONG_KEY),
+        ("separators", "plain", "/" * LONG_KEY),
+        ("a/ repeated", "plain", "a/" * (LONG_KEY // 2)),
+        ("case fold", "folded", "Ǆ/" * (LONG_KEY // 2)),
+    ):
+        walls, peaks = [], []
+        for i in range(runs):
+            detector = SchemaSoundDetector()
+            windows = Windows(detector.tracker(toolset, manifest.skill("s"), {}))
+            windows.admit(ToolCall(f"call_a{i}", name, json.dumps({"key": "short"})))
+            call = ToolCall(f"call_b{i}", name, json.dumps({"key": key}))
+            tracemalloc.start()
+            started = time.perf_counter()
+            windows.admit(call)
+            walls.append((time.perf_counter() - started) * 1e3)
+            peaks.append(tracemalloc.get_traced_memory()[1] / 2**20)
+            tracemalloc.stop()
+        rows.append(
+            {
+                "key": label,
+                "chars": len(key),
+                "ms": statistics.median(walls),
+                "peak_mb": statistics.median(peaks),
+            }
+        )
+    return rows
+
+
 def _calibration() -> float:
     """ns per ``dict.setdefault`` on this machine now (median of 5)."""
     samples = []
@@ -188,6 +245,7 @@ def measure(runs: int = 7) -> dict[str, Any]:
     synthetic = _synthetic(runs)
     index = _index_alone(runs)
     workspace = _workspace(runs)
+    long_keys = _long_keys(runs)
     worst_workspace = max(r["us_per_call"] for r in workspace)
     by_k: dict[int, list[float]] = {}
     for row in synthetic:
@@ -206,6 +264,12 @@ def measure(runs: int = 7) -> dict[str, Any]:
         "workspace_worst_us": worst_workspace,
         "meets_goal": worst_workspace < GOAL_US,
         "growth_over_n": growth,
+        "long_keys": long_keys,
+        "long_goal_ms": LONG_GOAL_MS,
+        "long_goal_mb": LONG_GOAL_MB,
+        "long_meets_goal": all(
+            r["ms"] < LONG_GOAL_MS and r["peak_mb"] < LONG_GOAL_MB for r in long_keys
+        ),
     }
 
 
@@ -236,12 +300,21 @@ def report(doc: dict[str, Any]) -> str:
             f"   {r['skill']:<15} n={r['n']:>2}: {r['us_per_call']:6.1f} µs/call "
             f"({r['joined']} joined)"
         )
+    lines += ["", f"4. one call with a {LONG_KEY:,}-character key (wall ms, peak MB, median)"]
+    for r in doc.get("long_keys", ()):
+        lines.append(f"   {r['key']:<12} {r['ms']:8.2f} ms {r['peak_mb']:8.2f} MB")
     verdict = "meets" if doc["meets_goal"] else "MISSES"
     lines += [
         "",
         f"Goal < {doc['goal_us']:.0f} µs per call at the workspace's sizes: {verdict} it "
         f"(worst {doc['workspace_worst_us']:.1f} µs).",
     ]
+    if "long_keys" in doc:
+        verdict = "meets" if doc["long_meets_goal"] else "MISSES"
+        lines.append(
+            f"Goal < {doc['long_goal_ms']:.0f} ms and {doc['long_goal_mb']:.0f} MB for a "
+            f"{LONG_KEY:,}-character key: {verdict} it."
+        )
     return "\n".join(lines)
 
 

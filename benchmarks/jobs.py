@@ -19,15 +19,35 @@ from typing import Any
 from harness.benchmarks.tasks import WorkloadTask
 from harness.certify import Certificate, SchemaSoundDetector
 from harness.engines.base import Engine, GenerationSettings, ToolCall
-from harness.errors import ConfigError, HarnessError
-from harness.journal import Journal
+from harness.errors import ConfigError, HarnessError, JournalError
+from harness.journal import Journal, OnDamage
 from harness.ledger import Ledger, record_to_dict
 from harness.loop import Arm, FlattenSettings, LoopConfig, LoopResult, Policy, run_loop
 from harness.manifest import Manifest
 from harness.toolsets.workspace import Latency, fingerprint
 from harness.toolsets.workspace.durable import DurableStore, durable_toolset
 
-__all__ = ("JobSpec", "error_kinds", "errored_summary", "job_id", "run_job")
+__all__ = ("JobSpec", "error_kinds", "errored_summary", "job_id", "open_job_journal", "run_job")
+
+
+def open_job_journal(
+    directory: Path, run_id: str, *, label: str, damaged: OnDamage = "refuse"
+) -> Journal:
+    """The journal of one job in ``directory`` (``journal/`` inside it): resumed, refusing a
+    journal of another run or a damaged one (unless ``damaged="continue"``), when the job
+    started before; else created. A job directory that lost its journal (a store with no
+    journal beside it, a folder with no journal file) is refused, never silently restarted:
+    every write it made would run again."""
+    path = directory / "journal"
+    if path.exists():
+        return Journal.resume(path, run_id=run_id, damaged=damaged)
+    if (directory / "store.sqlite3").exists():
+        raise JournalError(
+            f"{directory} holds the store of run {run_id!r} but no journal ({path} is gone): "
+            "resuming would run its writes again. Restore the journal, or start the run over "
+            "in a new directory."
+        )
+    return Journal.create(path, run_id, meta={"job": label})
 
 
 @dataclass(frozen=True)
@@ -115,25 +135,29 @@ async def run_job(
     manifest: Manifest,
     *,
     durable: Path | None = None,
+    damaged: OnDamage = "refuse",
 ) -> dict[str, Any]:
     """Run ``wt`` under ``spec`` on ``engine``; the job dict (see the module docstring).
     A run that ends in a :class:`HarnessError` (e.g. a budget) is a failed job, not a crash.
 
     ``durable``: a directory for a run that survives a crash — the store on disk
     (``store.sqlite3``, keyed writes: :mod:`harness.toolsets.workspace.durable`) and the run's
-    journal (``journal/``). A directory that holds them already resumes that run."""
+    journal (``journal/``). A directory that holds them already resumes that run
+    (:func:`open_job_journal`; ``damaged`` says what to do with a damaged journal). A journal
+    that cannot be written (:class:`~harness.errors.JournalError`) stops the job and is
+    raised: no later job can be recorded either."""
     latency = Latency(spec.latency_s, spec.latency_sigma_s, spec.latency_seed)
     journal: Journal | None = None
     store: DurableStore | None = None
     if durable is None:
         toolset, state = wt.toolset(latency=latency)
     else:
+        journal = open_job_journal(durable, job_id(wt.id, spec), label=spec.label, damaged=damaged)
         path = durable / "store.sqlite3"
         store = DurableStore(path) if path.exists() else DurableStore.create(
             path, wt.initial_state()
         )  # fmt: skip
         toolset, state = durable_toolset(store, latency=latency), store.state()
-        journal = Journal.open(durable / "journal", job_id(wt.id, spec), meta={"job": spec.label})
     ledger = Ledger(log=True)
     config = spec.loop_config()
     error = None
@@ -149,6 +173,10 @@ async def run_job(
             run_id=None if journal is not None else job_id(wt.id, spec),
             journal=journal,
         )
+    except JournalError:
+        if store is not None:
+            store.close()
+        raise
     except HarnessError as exc:
         error = f"{type(exc).__name__}: {exc}"
     finally:

@@ -31,6 +31,14 @@ validation, coercion or fold), ``reads_are_writes`` (a writer without read targe
 it writes), ``exact_targets`` (no hierarchy: targets compared as exact strings),
 ``no_provenance`` (arguments not checked against their sources). The command exits 0 when
 the count of false fills is what it should be: 0 without a control, more than 0 with one.
+
+``--family identity`` runs the generators of issue 25 instead
+(:mod:`harness.benchmarks.soundness_identity`): spellings of one record by type (instants in
+other offsets, paths), closed folds, composite and literal templates, nested models, the
+store's own identity, globs, minted-id collections, deep and long arguments; its controls are
+``no_type_identity``, ``open_folds``, ``no_store_identity``, ``literal_globs`` and
+``recursive_identity``. It exits 0 when there are no false fills and no exceptions (with a
+control: when there are some).
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from unittest import mock
 
 import anyio
 
+from harness.benchmarks.soundness_identity import IDENTITY_CONTROLS
 from harness.engines.base import Message, ToolSpec
 from harness.loop import Arm
 from harness.manifest import Manifest, Skill
@@ -649,17 +658,64 @@ def _describe(world: World, outcome: CaseOutcome) -> str:
     )
 
 
+def _identity_main(args: argparse.Namespace) -> int:
+    from harness._progress import Progress
+    from harness.benchmarks.soundness_identity import run_identity_property
+
+    _quiet()
+    started = time.monotonic()
+    bar = Progress(args.cases, "cases", every=max(1, args.cases // 20))
+    tally = run_identity_property(
+        args.cases, seed=args.seed, control=args.control, progress=lambda _: bar.advance()
+    )
+    wall = time.monotonic() - started
+    rule = f"control {args.control!r}" if args.control else "the certifier"
+    print(f"Soundness property, identity family, {rule}: {tally.cases} cases in {wall:.0f} s")
+    print(f"  windows certified under F (n >= 2): {tally.windows}")
+    print(f"  false fills (F, F+eager or P differs from S): {tally.false_fills}")
+    print(f"  cases where an arm raised: {tally.exceptions}")
+    for name, count in sorted(tally.by_class.items()):
+        bad = tally.false_by_class.get(name, 0)
+        print(f"    {name:<15} {count:>6} cases, {bad} false fills")
+    if tally.first:
+        print(f"  first false fill: {tally.first}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            doc = {**tally.__dict__, "family": "identity", "control": args.control, "wall_s": wall}
+            json.dump(doc, fh, indent=2)
+    found = tally.false_fills + tally.exceptions
+    return 0 if (found > 0 if args.control else found == 0) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m harness.benchmarks.soundness", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--cases", type=int, default=10_000, help="cases to run (default 10000)")
-    parser.add_argument("--control", choices=sorted(CONTROLS), help="undo one fix (see above)")
+    parser.add_argument(
+        "--family",
+        choices=("classic", "identity"),
+        default="classic",
+        help="the generators: classic (issue 15's classes, default) or identity (issue 25's)",
+    )
+    parser.add_argument(
+        "--control",
+        choices=sorted({*CONTROLS, *IDENTITY_CONTROLS}),
+        help="undo one fix (see above)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     if args.cases < 1:
         parser.error("--cases must be at least 1")
+    family_controls = IDENTITY_CONTROLS if args.family == "identity" else CONTROLS
+    if args.control and args.control not in family_controls:
+        parser.error(
+            f"--control {args.control} belongs to the other family; for --family "
+            f"{args.family} use one of {', '.join(sorted(family_controls))}"
+        )
+    if args.family == "identity":
+        return _identity_main(args)
     started = time.monotonic()
     tally = run_property(args.cases, control=args.control, seed=args.seed)
     wall = time.monotonic() - started

@@ -46,7 +46,7 @@ from harness.benchmarks.tasks import WorkloadTask, _build, generate_tasks
 from harness.engines.base import Engine
 from harness.toolsets.workspace import load_workspace_manifest
 
-__all__ = ("main", "measure", "summarise", "survey_task")
+__all__ = ("main", "measure", "run_cell", "summarise", "survey_task")
 
 ARMS: tuple[str, ...] = ("F+eager", "F+spec", "P")
 DEFAULT_OUT = Path("benchmarks/results/spec")
@@ -88,16 +88,18 @@ def _key(row: dict[str, Any]) -> str:
     return "|".join(str(row[k]) for k in ("group", "K", "L", "n", "rep", "arm"))
 
 
-async def _cell(
+async def run_cell(
     engine: Engine,
     tasks: Sequence[WorkloadTask],
     label: str,
     latency: float,
     rep: int,
     manifest: Any,
+    *,
+    policy: str = "gold",
 ) -> list[dict[str, Any]]:
-    """The K tasks of one cell under one arm, concurrently."""
-    spec = JobSpec.from_label(label, policy="gold", latency_s=latency, latency_seed=rep)
+    """The K tasks of one cell under one arm and policy, concurrently (each one job)."""
+    spec = JobSpec.from_label(label, policy=policy, latency_s=latency, latency_seed=rep)
     jobs: list[dict[str, Any]] = []
 
     async def one(wt: WorkloadTask) -> None:
@@ -149,9 +151,9 @@ async def measure(engine: Engine, args: argparse.Namespace, out: Path) -> None:
             reset = getattr(engine, "reset_prefix_cache", None)
             if reset is not None:
                 await reset()
-            await _cell(engine, warm, "P", 0.0, cell["rep"], manifest)
+            await run_cell(engine, warm, "P", 0.0, cell["rep"], manifest)
             started = time.monotonic()
-            jobs = await _cell(engine, tasks, label, cell["L"], cell["rep"], manifest)
+            jobs = await run_cell(engine, tasks, label, cell["L"], cell["rep"], manifest)
             rows = [_row(job, cell) for job in jobs]
             with open_append(path) as fh:
                 for row in rows:

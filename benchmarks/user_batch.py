@@ -37,10 +37,11 @@ from harness._jsonl import open_append
 from harness._lockfile import lock_directory
 from harness._progress import Progress
 from harness.benchmarks.bench import JobExecutor, check_plan, load_results, rerun_on_resume
-from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id
+from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id, open_job_journal
+from harness.benchmarks.ray_pool import job_directory
 from harness.engines.base import Engine
-from harness.errors import ConfigError, HarnessError
-from harness.journal import Journal
+from harness.errors import ConfigError, HarnessError, JournalError
+from harness.journal import OnDamage, io_error
 from harness.ledger import Ledger, record_to_dict
 from harness.loop import LoopResult, run_loop
 from harness.loop.input_enums import LEVERS
@@ -70,12 +71,15 @@ async def run_user_job(
     manifest: Manifest | None,
     *,
     durable: Path | None = None,
+    damaged: OnDamage = "refuse",
 ) -> dict[str, Any]:
     """Run ``task`` once under ``spec`` (module docstring). A run that ends in a
-    :class:`~harness.errors.HarnessError` (a budget, an engine failure) is a failed job.
+    :class:`~harness.errors.HarnessError` (a budget, an engine failure) is a failed job; one
+    whose journal cannot be written raises its :class:`~harness.errors.JournalError`.
 
     ``durable``: a directory for the run's journal (``journal/``); one that holds it already
-    resumes the run (journaled turns and calls are replayed, not repeated)."""
+    resumes the run (journaled turns and calls are replayed, not repeated;
+    :func:`~harness.benchmarks.jobs.open_job_journal`)."""
     ledger = Ledger(log=True)
     config = spec.loop_config()
     error = None
@@ -83,7 +87,7 @@ async def run_user_job(
     run_id = job_id(task.id, spec)
     journal = None
     if durable is not None:
-        journal = Journal.open(durable / "journal", run_id, meta={"job": spec.label})
+        journal = open_job_journal(durable, run_id, label=spec.label, damaged=damaged)
     try:
         result = await run_loop(
             engine,
@@ -95,6 +99,8 @@ async def run_user_job(
             run_id=None if journal is not None else run_id,
             journal=journal,
         )
+    except JournalError:
+        raise
     except HarnessError as exc:
         error = f"{type(exc).__name__}: {exc}"
     finally:
@@ -125,6 +131,11 @@ async def run_user_job(
         "windows": [r for r in records if r["kind"] == "window"],
         "messages": [] if result is None else result.openai_messages(),
     }
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    inner = group.exceptions[0]
+    return _first(inner) if isinstance(inner, BaseExceptionGroup) else inner
 
 
 def _digest(path: Path | None) -> str | None:
@@ -238,22 +249,35 @@ async def run_user_batch(
     retry_failed: bool = False,
     progress: Progress | None = None,
     executor: JobExecutor | None = None,
+    journals: Path | None = None,
+    damaged: OnDamage = "refuse",
 ) -> dict[str, Any]:
     """Run (or resume) the batch; return ``{"jobs", "succeeded", "errors", "ran", "skipped",
     "wall_s", "results", "selected"}`` over the plan's jobs (``selected``: their job dicts, the
     last run of each; ``results``: the results file; module docstring). With ``executor``
-    the jobs run there (``engine`` is not used) and this process still writes every result."""
-    lock = lock_directory(
-        plan.out,
-        lambda holder: ConfigError(
-            f"{plan.out} is being written by {holder} (another batch); wait for it to finish, "
-            "stop it, or use another --out."
-        ),
-    )
+    the jobs run there (``engine`` is not used) and this process still writes every result.
+
+    ``journals``: journal every job in its own folder there (``harness run --tasks FILE
+    --journal DIR``), so a job killed with the batch, or one run again after an error, resumes
+    from its journal instead of repeating its writes (``damaged``: what to do with a damaged
+    journal). A job the results file holds whose journal folder is gone is refused."""
+    try:
+        lock = lock_directory(
+            plan.out,
+            lambda holder: ConfigError(
+                f"{plan.out} is being written by {holder} (another batch); wait for it to "
+                "finish, stop it, or use another --out."
+            ),
+        )
+    except OSError as exc:
+        raise io_error(plan.out, exc, "create") from None
     try:
         return await _run_locked(
-            engine, plan, tasks, toolset, manifest, retry_failed, progress, executor
-        )
+            engine, plan, tasks, toolset, manifest, retry_failed, progress, executor,
+            journals, damaged,
+        )  # fmt: skip
+    except OSError as exc:  # the results file or plan.json: the batch cannot be recorded
+        raise io_error(plan.out, exc, "write to") from None
     finally:
         lock.close()
 
@@ -267,6 +291,8 @@ async def _run_locked(
     retry_failed: bool,
     progress: Progress | None,
     executor: JobExecutor | None,
+    journals: Path | None = None,
+    damaged: OnDamage = "refuse",
 ) -> dict[str, Any]:
     results_path = plan.out / "results.jsonl"
     jobs = load_results(results_path)
@@ -275,6 +301,15 @@ async def _run_locked(
     rerun = {j["job_id"] for j in jobs if rerun_on_resume(j, retry_failed)}
     done = {j["job_id"] for j in jobs} - rerun
     todo = [(t, s) for t, s in planned if job_id(t.id, s) not in done]
+    if journals is not None:
+        lost = [j for j in sorted(rerun) if not (job_directory(journals, j) / "journal").exists()]
+        if lost:
+            raise JournalError(
+                f"{len(lost)} job(s) of {results_path} ran before but their journal folders "
+                f"under {journals} are gone (first: {lost[0]!r}): running them again would "
+                "repeat their writes. Restore the folders, or start the batch over in a new "
+                "directory."
+            )
     bar = progress or Progress(len(todo), "jobs")
     limiter = anyio.CapacityLimiter(plan.concurrency if executor is None else executor.capacity)
     started = time.monotonic()
@@ -286,15 +321,27 @@ async def _run_locked(
                 job = await executor.run(key, fresh=key in rerun)
             else:
                 assert engine is not None, "run_user_batch needs an engine or an executor"
-                job = await run_user_job(engine, task, toolset, spec, manifest)
+                key = job_id(task.id, spec)
+                durable = None if journals is None else job_directory(journals, key)
+                job = await run_user_job(
+                    engine, task, toolset, spec, manifest, durable=durable, damaged=damaged
+                )
         jobs.append(job)
         with open_append(results_path) as out:  # a torn line from a crash is ended first
             out.write(dumps(job) + "\n")
         bar.advance(job["job_id"], failed=not job["success"])
 
-    async with anyio.create_task_group() as group:
-        for task, spec in todo:
-            group.start_soon(one, task, spec)
+    try:
+        async with anyio.create_task_group() as group:
+            for task, spec in todo:
+                group.start_soon(one, task, spec)
+    except BaseExceptionGroup as failed:
+        # A journal that cannot be written stopped its job and cancelled the others: say
+        # that, not an exception group.
+        journal_errors, _ = failed.split(JournalError)
+        if journal_errors is not None:
+            raise _first(journal_errors) from None
+        raise
     planned_ids = {job_id(t.id, s) for t, s in planned}
     latest = {j["job_id"]: j for j in jobs}
     selected = [j for j in latest.values() if j["job_id"] in planned_ids]

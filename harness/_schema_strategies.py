@@ -2,7 +2,8 @@
 
 Supported: ``type`` (one or a list), ``object`` (``properties``, ``required``,
 ``additionalProperties``, ``minProperties``), ``string`` (``enum``, ``minLength``,
-``maxLength``, ``pattern``), ``integer``/``number`` (``minimum``, ``maximum``, the exclusive
+``maxLength``, ``pattern``, ``format`` ``date-time``, ``time``, ``date`` and ``uuid`` as
+ISO 8601 and hyphenated strings), ``integer``/``number`` (``minimum``, ``maximum``, the exclusive
 bounds in both drafts' spellings, ``multipleOf``), ``boolean``, ``null``, ``array``
 (``items``, ``prefixItems``, ``minItems``, ``maxItems``, ``uniqueItems``), ``anyOf``,
 ``oneOf``, ``allOf``, ``const``, ``enum`` and ``$ref`` into ``$defs``/``definitions`` (what
@@ -20,6 +21,7 @@ does not need hypothesis.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -202,12 +204,34 @@ def _infer_type(schema: Mapping[str, Any]) -> str:
     return "any"
 
 
+_OFFSETS: Strategy = st.one_of(
+    st.none(),
+    st.integers(-12 * 60, 14 * 60).map(
+        lambda minutes: datetime.timezone(datetime.timedelta(minutes=minutes))
+    ),
+)
+_MOMENTS: Strategy = st.datetimes(datetime.datetime(1990, 1, 1), datetime.datetime(2060, 1, 1))
+#: Strings in the formats pydantic emits for typed arguments, written as a client would.
+_FORMATS: Mapping[str, Strategy] = {
+    "date-time": st.tuples(_MOMENTS, _OFFSETS).map(lambda p: p[0].replace(tzinfo=p[1]).isoformat()),
+    "time": st.tuples(st.times(), _OFFSETS).map(lambda p: p[0].replace(tzinfo=p[1]).isoformat()),
+    "date": st.dates(datetime.date(1990, 1, 1), datetime.date(2060, 1, 1)).map(
+        datetime.date.isoformat
+    ),
+    "uuid": st.uuids().map(str),
+}
+
+
 def _string(schema: Mapping[str, Any]) -> Strategy:
     low = int(schema.get("minLength", 0))
     high = int(schema.get("maxLength", low + _EXTRA_LENGTH))
     if "pattern" in schema:
         pattern = str(schema["pattern"])
         return st.from_regex(pattern).filter(lambda s: low <= len(s) <= high)
+    formatted = _FORMATS.get(str(schema.get("format")))
+    if formatted is not None:  # as long as its format makes it, unless bounded
+        top = int(schema.get("maxLength", 1 << 30))
+        return formatted.filter(lambda s: low <= len(s) <= top)
     return st.text(_CHARS, min_size=low, max_size=high)
 
 
@@ -271,7 +295,7 @@ def arguments_strategy(
     ``overrides``: a whole strategy per argument. ``examples``: values drawn seven times out
     of eight for an argument (the rest come from its schema); values that do not validate
     against the argument's schema are dropped. ``aliases``: other spellings of the examples
-    (:mod:`harness._certkit_aliases`), drawn instead of an example one time in three. All are
+    (:mod:`harness.certkit._aliases`), drawn instead of an example one time in three. All are
     keyed ``"tool.argument"`` (first) or ``"argument"``.
     """
     converter = _Converter(schema)

@@ -58,10 +58,27 @@ ConflictCode = Literal[
 _SEPARATOR = re.compile("[/:.]")
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def ancestors(target: str) -> tuple[str, ...]:
     """Every strict ancestor of ``target``: its prefixes ending just before or just after a
-    separator (``"doc:a/s"`` -> ``"doc"``, ``"doc:"``, ``"doc:a"``, ``"doc:a/"``)."""
+    separator (``"doc:a/s"`` -> ``"doc"``, ``"doc:"``, ``"doc:a"``, ``"doc:a/"``). Targets
+    are bounded (:func:`harness.effects.bound_target`: at most 512 characters and 64
+    separators), so this costs at most 128 prefixes; short targets are cached."""
+    if len(target) <= _CACHED_LENGTH:
+        return _cached_ancestors(target)
+    return _ancestors(target)
+
+
+#: Targets up to this length keep their ancestors in a cache (the common case: short names
+#: met again and again); longer ones are computed each time, so the cache stays small.
+_CACHED_LENGTH = 128
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _cached_ancestors(target: str) -> tuple[str, ...]:
+    return _ancestors(target)
+
+
+def _ancestors(target: str) -> tuple[str, ...]:
     out: list[str] = []
     end = len(target) - 1
     for match in _SEPARATOR.finditer(target):

@@ -15,16 +15,29 @@ A list (or tuple, set) argument expands to one target per element; several list 
 expand to their product.
 
 **Canonical targets.** Targets are filled from the *validated* arguments, the values the
-tool function receives (after JSON Schema validation and the tool's pydantic model), each
-written in one canonical form per type (:func:`canonical_text`): numbers equal in Python are
-one spelling (``1``, ``1.0``, ``True`` are all ``1``), enums their value, UUIDs, dates and
-paths their standard string, mappings sorted JSON. A tool whose store *folds* names (case,
-Unicode normalisation, whitespace, path forms) declares it with ``canonical=`` (a
-:class:`Fold`, for all string arguments or per argument), and the fold is applied to the
-argument before the template is filled. Two spellings that the store treats as one
-resource must have one canonical target: over-approximating (folding more than the store
-does) only costs parallelism, under-folding is a false declaration the certification kit
-looks for.
+tool function receives (after JSON Schema validation and the tool's pydantic model), each by
+its *identity* (:mod:`harness.identity`): an aware datetime is its UTC instant, a path its
+lexical normal form, a number its value, a model or mapping the canonical JSON of its
+folded leaves; a value whose identity is unknown (a naive datetime, an unknown type) cuts
+the target back to its namespace (``doc:{key}`` becomes ``doc:``), so it certifies with
+nothing else in that namespace. A tool whose store *folds* names declares it with
+``canonical=`` (a :class:`~harness.identity.Fold`, for all string arguments or per
+argument); the fold is closed (applied to a fixed point), reaches string leaves inside
+lists, mappings and models, and its Unicode steps (``case``, ``nfc``, ``nfkc``) fold the
+whole filled target, literal template text included (``doc:Readme`` and ``doc:{key}`` with
+``key="README"`` under ``case`` are one target). A template with a ``path`` fold, or with a
+``Path`` value, is joined first and then normalised as one path after its scheme
+(``file:{dir}/{name}`` with ``dir="."``, ``name="b"`` is ``file:b``). A store that keys
+records with its own function declares it per argument with ``identity=``. Two spellings
+that the store treats as one resource must have one canonical target: over-approximating
+only costs parallelism, under-folding is a false declaration the certification kit looks
+for.
+
+**Wildcards and bounds.** A template with a glob character (``*``, ``?``, ``[``) names
+every resource from the glob on: ``doc:*`` is the namespace ``doc:`` (it overlaps every
+``doc:`` target), ``doc:{key}/*`` is ``doc:<key>/``. A target longer than
+:data:`MAX_TARGET_LENGTH` characters or deeper than :data:`MAX_TARGET_DEPTH` separators is cut
+back to its ancestor within the bound.
 
 **Unknown is everything.** ``write_targets=None`` on a tool that is not read-only, and
 ``read_targets=None`` on any tool, mean *unknown*: that side of the footprint is ``None``
@@ -46,15 +59,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-import fractions
 import functools
 import itertools
 import json
-import math
 import numbers
-import posixpath
 import string
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,14 +72,27 @@ from pathlib import PurePath
 from typing import Any
 
 from harness.errors import ToolsetError
+from harness.identity import (
+    FOLD_STEPS,
+    Fold,
+    fold_text,
+    identity_text,
+    normalise_path,
+    number_text,
+)
 
 __all__ = (
+    "FOLD_STEPS",
+    "GLOB_CHARS",
     "MAX_TARGETS",
+    "MAX_TARGET_DEPTH",
+    "MAX_TARGET_LENGTH",
     "Effect",
     "Fold",
     "Footprint",
     "TargetSpec",
     "WriteTargets",
+    "bound_target",
     "canonical_text",
     "template_fields",
 )
@@ -105,42 +127,18 @@ def canonical_text(value: Any) -> str:
     if isinstance(value, enum.Enum):
         return canonical_text(value.value)
     if isinstance(value, numbers.Number):
-        return _canonical_number(value)
+        return number_text(value)
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return value.isoformat()
     if isinstance(value, datetime.timedelta):
-        return _canonical_number(value.total_seconds())
+        return number_text(value.total_seconds())
     if isinstance(value, PurePath):
         return value.as_posix()
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="backslashreplace")
     return json.dumps(_canonical_json(value), sort_keys=True, separators=(",", ":"))
-
-
-def _canonical_number(value: Any) -> str:
-    exact: fractions.Fraction
-    if isinstance(value, Decimal):
-        if not value.is_finite():  # Decimal("Infinity") == float("inf")
-            return "nan" if value.is_nan() else repr(float(value))
-        exact = fractions.Fraction(value)
-    elif isinstance(value, numbers.Rational):
-        exact = fractions.Fraction(int(value.numerator), int(value.denominator))
-    elif isinstance(value, numbers.Real):
-        real = float(value)
-        if not math.isfinite(real):
-            return repr(real)
-        exact = fractions.Fraction(real)
-    else:  # complex: equal to a real only when its imaginary part is zero
-        c = complex(value)
-        return _canonical_number(c.real) if c.imag == 0 else repr(c)
-    if exact.denominator == 1:
-        return str(exact.numerator)
-    as_float = float(exact)
-    if fractions.Fraction(as_float) == exact:
-        return repr(as_float)
-    return f"{exact.numerator}/{exact.denominator}"
 
 
 def _canonical_json(value: Any) -> Any:
@@ -162,97 +160,6 @@ def _canonical_json(value: Any) -> Any:
     ):
         return canonical_text(value)
     raise TypeError(f"{type(value).__name__} has no canonical form")
-
-
-# -- folds: names a store treats as equal ----------------------------------------------------
-
-
-def _case(text: str) -> str:
-    # upper() first: a store that folds with upper() merges 'ı' and 'i' ('I'), casefold() alone
-    # does not; upper().casefold() merges everything lower(), upper() or casefold() merges.
-    return text.upper().casefold()
-
-
-def _whitespace(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _path(text: str) -> str:
-    if not text:
-        return text
-    normal = posixpath.normpath(text)
-    return "/" if normal == "//" else normal
-
-
-FOLD_STEPS: Mapping[str, Callable[[str], str]] = {
-    "case": _case,
-    "nfc": lambda text: unicodedata.normalize("NFC", text),
-    "nfkc": lambda text: unicodedata.normalize("NFKC", text),
-    "strip": str.strip,
-    "whitespace": _whitespace,
-    "path": _path,
-}
-
-
-@dataclass(frozen=True)
-class Fold:
-    """How a tool's store folds names: steps applied in order to a string argument (or to
-    each string element of a list argument) before targets are filled.
-
-    ``case`` letters without case (``str.upper`` then ``str.casefold``, so a store that
-    folds with ``lower``, ``upper`` or ``casefold`` is covered); ``nfc`` / ``nfkc`` Unicode
-    normalisation; ``strip`` leading/trailing whitespace; ``whitespace`` strip and collapse
-    runs of whitespace to one space; ``path`` POSIX path normalisation (``a//b/./c/`` ->
-    ``a/b/c``, ``a/../b`` -> ``b``). ``custom`` is a function for any other folding; two folds
-    are the same fold when their steps and custom function are equal.
-
-    Contract (what the certification kit verifies): for every two spellings ``x``, ``y`` of an
-    argument that the tool's store treats as one resource, ``fold(x) == fold(y)``.
-    """
-
-    steps: tuple[str, ...] = ()
-    custom: Callable[[str], str] | None = None
-
-    def __post_init__(self) -> None:
-        unknown = [s for s in self.steps if s not in FOLD_STEPS]
-        if unknown:
-            raise ToolsetError(
-                f"Unknown fold step(s) {unknown}; use {', '.join(FOLD_STEPS)} or Fold(custom=fn)."
-            )
-
-    @classmethod
-    def of(cls, spec: Fold | str | Sequence[str]) -> Fold:
-        """``"case"``, ``"case+nfkc"``, ``["case", "nfkc"]`` or a :class:`Fold`."""
-        if isinstance(spec, Fold):
-            return spec
-        if isinstance(spec, str):
-            return cls(tuple(s.strip() for s in spec.split("+") if s.strip()))
-        if callable(spec):
-            return cls(custom=spec)
-        return cls(tuple(spec))
-
-    def __call__(self, text: str) -> str:
-        for step in self.steps:
-            text = FOLD_STEPS[step](text)
-        if self.custom is not None:
-            text = self.custom(text)
-            if not isinstance(text, str):
-                raise TypeError(f"the custom fold returned {type(text).__name__}, not str")
-        return text
-
-    def __str__(self) -> str:
-        parts = list(self.steps)
-        if self.custom is not None:
-            parts.append(getattr(self.custom, "__name__", "custom"))
-        return "+".join(parts) or "none"
-
-    def apply(self, value: Any) -> Any:
-        """Fold a string, or every string of a list/tuple/set; other values unchanged."""
-        if isinstance(value, str):
-            return self(value)
-        if isinstance(value, list | tuple | set | frozenset):
-            return type(value)(self.apply(v) for v in value)
-        return value
 
 
 #: What ``canonical=`` accepts: one fold for every string argument, or one per argument.
@@ -313,15 +220,55 @@ def _check_spec(spec: TargetSpec | None, side: str) -> TargetSpec | None:
     )
 
 
+#: Characters that make a template a wildcard: ``doc:*`` names every ``doc:`` resource.
+GLOB_CHARS = "*?["
+#: A target longer than this (characters), or nested deeper than :data:`MAX_TARGET_DEPTH`
+#: separators, is cut back to its ancestor within the bound (an ancestor overlaps everything
+#: the target overlaps: over-approximating costs parallelism, never correctness).
+MAX_TARGET_LENGTH = 512
+MAX_TARGET_DEPTH = 64
+_SEPARATOR_CHARS = "/:."
+
+
+def _cut_to_separator(text: str) -> str:
+    """The longest prefix of ``text`` that ends with a separator ("" when it has none): the
+    namespace a target lies in."""
+    cut = max(text.rfind(c) for c in _SEPARATOR_CHARS)
+    return text[: cut + 1]
+
+
+def bound_target(text: str) -> str:
+    """``text``, or its ancestor within :data:`MAX_TARGET_LENGTH` characters and
+    :data:`MAX_TARGET_DEPTH` separators (see there)."""
+    if len(text) > MAX_TARGET_LENGTH:
+        text = _cut_to_separator(text[: MAX_TARGET_LENGTH + 1])
+        if len(text) > MAX_TARGET_LENGTH:  # it ended with a separator at the bound
+            text = _cut_to_separator(text[:-1])
+    seps = 0
+    for i, c in enumerate(text):
+        if c in _SEPARATOR_CHARS:
+            seps += 1
+            if seps > MAX_TARGET_DEPTH:
+                return text[:i]
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class _Template:
     """A target template parsed once (when the effect is declared): its literal parts and
-    fields, so filling it per call is a join, not a ``str.format`` parse."""
+    fields, where its scheme ends (``file:`` in ``file:{dir}/{name}``) and whether it is a
+    wildcard (``doc:*``, cut at the glob), so filling it per call is a join, not a parse."""
 
     literals: tuple[str, ...]  # one more than fields: the text around each field
     fields: tuple[str, ...]
     unique: tuple[str, ...]  # the fields, each once, in first-use order
-    single: str | None = None  # the field of a template with exactly one (the common case)
+    scheme: int  # the length of the scheme (text up to the first ':' before any field)
+    glob: bool  # the template was cut at a glob character
+    single: str | None = None  # the field of a plain one-field template (the common case)
+    # Whether a Unicode fold of the filled target is the literals around the folded value:
+    # literals of ASCII, each side of a field an ASCII non-letter (nothing composes or
+    # changes case across it).
+    stable: bool = False
 
     @classmethod
     def parse(cls, template: str) -> _Template:
@@ -329,67 +276,156 @@ class _Template:
         literals: list[str] = []
         fields: list[str] = []
         pending = ""
+        glob = False
         for literal, name, _, _ in string.Formatter().parse(template):
+            stars = [i for i in (literal.find(c) for c in GLOB_CHARS) if i >= 0]
+            if stars:  # a wildcard: everything from the glob on is any name
+                pending += literal[: min(stars)]
+                glob = True
+                break
             pending += literal  # '{{' / '}}' arrive here as single braces
             if name is not None:
                 literals.append(pending)
                 fields.append(name)
                 pending = ""
         literals.append(pending)
-        single = fields[0] if len(fields) == 1 else None
-        return cls(tuple(literals), tuple(fields), tuple(dict.fromkeys(fields)), single)
+        colon = literals[0].find(":")
+        scheme = colon + 1 if colon >= 0 else 0
+        single = fields[0] if len(fields) == 1 and not glob else None
+        edges = [lit[-1:] for lit in literals[:-1]] + [lit[:1] for lit in literals[1:]]
+        stable = all(lit.isascii() for lit in literals) and not any(
+            c.isalnum() for c in "".join(edges)
+        )
+        return cls(
+            tuple(literals),
+            tuple(fields),
+            tuple(dict.fromkeys(fields)),
+            scheme,
+            glob,
+            single,
+            stable,
+        )
 
-    def fill(self, texts: Mapping[str, str]) -> str:
-        literals = self.literals
-        out = [literals[0]]
-        for i, name in enumerate(self.fields, 1):
-            out.append(texts[name])
-            out.append(literals[i])
-        return "".join(out)
-
-    def expand(self, arguments: Mapping[str, Any]) -> list[str]:
-        """``"doc:{key}"`` with ``key="a"`` -> ``["doc:a"]``; a list argument expands to one
-        target per element (a product for several); a missing argument is unknown. Values
-        are inserted verbatim (braces in a value are not re-read)."""
+    def expand(self, arguments: Mapping[str, Any], ident: _Identities) -> list[str]:
+        """The canonical targets of a call: each field filled with its argument's identity
+        (:mod:`harness.identity`); a list argument expands to one target per element (a
+        product for several); a missing argument is unknown (the side is every resource); an
+        argument whose identity is unknown cuts the target back to its namespace. Values are
+        inserted verbatim (braces in a value are not re-read)."""
         name = self.single
-        if name is not None:  # one field: the same steps as below, without the mapping
-            if name not in arguments:
-                raise _Unknown(f"argument {name!r} missing")
+        if name is not None and name in arguments and type(arguments[name]) is str:
             value = arguments[name]
-            if type(value) is str:
-                return [self.literals[0] + value + self.literals[1]]
-            if isinstance(value, list | tuple | set | frozenset):
-                return self._product(arguments)
-            return [self.literals[0] + canonical_text(value) + self.literals[1]]
-        texts: dict[str, str] = {}
-        for name in self.unique:  # the common case: scalar arguments, one target
-            if name not in arguments:
-                raise _Unknown(f"argument {name!r} missing")
-            value = arguments[name]
-            if isinstance(value, list | tuple | set | frozenset):
-                return self._product(arguments)
-            texts[name] = value if type(value) is str else canonical_text(value)
-        return [self.fill(texts)]
-
-    def _product(self, arguments: Mapping[str, Any]) -> list[str]:
-        choices: list[list[str]] = []
+            if ident.plain(name):  # the common case, nothing to fold
+                return [bound_target(self.literals[0] + value + self.literals[1])]
+            fold = ident.fold(name)
+            if (
+                self.stable
+                and fold is not None
+                and fold.unicode_only
+                and name not in ident.identity
+                and _invariant(fold.steps, self.literals)
+            ):  # folding the whole target would give the same text
+                return [bound_target(self.literals[0] + fold(value) + self.literals[1])]
+        choices: list[list[str | None]] = []
         size = 1
+        paths = False
         for name in self.unique:
             if name not in arguments:
                 raise _Unknown(f"argument {name!r} missing")
             value = arguments[name]
             if isinstance(value, list | tuple | set | frozenset):
-                texts = list(dict.fromkeys(canonical_text(v) for v in value))
+                texts = list(dict.fromkeys(ident.of(name, v) for v in value))
+                paths = paths or any(isinstance(v, PurePath) for v in value)
             else:
-                texts = [canonical_text(value)]
+                texts = [ident.of(name, value)]
+                paths = paths or isinstance(value, PurePath)
             size *= len(texts)
             if size > MAX_TARGETS:
                 raise _Unknown(f"over {MAX_TARGETS} targets (a product of list arguments)")
             choices.append(texts)
+        steps, path_fold = ident.template_folds(self)
+        path = paths or path_fold
         return [
-            self.fill(dict(zip(self.unique, combo, strict=True)))
+            self._fill(dict(zip(self.unique, combo, strict=True)), steps, path)
             for combo in itertools.product(*choices)
         ]
+
+    def _fill(self, texts: Mapping[str, str | None], steps: tuple[str, ...], path: bool) -> str:
+        literals = self.literals
+        parts = [literals[0]]
+        cut = self.glob
+        for i, name in enumerate(self.fields, 1):
+            text = texts[name]
+            if text is None:  # unknown identity: the whole namespace
+                cut = True
+                break
+            parts.append(text)
+            parts.append(literals[i])
+        target = "".join(parts)
+        if steps:
+            target = fold_text(steps, target)
+        if cut:
+            target = _cut_to_separator(target)
+        if path:
+            body = normalise_path(target[self.scheme :]) if target[self.scheme :] else ""
+            target = target[: self.scheme] + ("" if body == "." else body)
+        return bound_target(target)
+
+
+@functools.lru_cache(maxsize=1024)
+def _invariant(steps: tuple[str, ...], literals: tuple[str, ...]) -> bool:
+    return all(fold_text(steps, literal) == literal for literal in literals)
+
+
+class _Identities:
+    """An effect's identity rules, per argument: its ``identity=`` function, else its type
+    and fold (:func:`harness.identity.identity_text`)."""
+
+    __slots__ = ("folds", "identity", "whole")
+
+    def __init__(
+        self,
+        folds: Fold | Mapping[str, Fold] | None,
+        identity: Mapping[str, Callable[[Any], Any]] | None,
+    ) -> None:
+        self.folds = folds
+        self.identity = identity or {}
+        self.whole = folds if isinstance(folds, Fold) else None  # folds literal-only text
+
+    def fold(self, name: str) -> Fold | None:
+        if self.folds is None or isinstance(self.folds, Fold):
+            return self.folds
+        return self.folds.get(name)
+
+    def plain(self, name: str) -> bool:
+        """Whether ``name``'s string values are their own identity."""
+        return self.fold(name) is None and name not in self.identity
+
+    def of(self, name: str, value: Any) -> str | None:
+        keyed = self.identity.get(name)
+        if keyed is not None:
+            try:
+                value = keyed(value)
+            except Exception:  # the store's key function cannot read it: unknown
+                return None
+            return identity_text(value)
+        return identity_text(value, self.fold(name))
+
+    def template_folds(self, template: _Template) -> tuple[tuple[str, ...], bool]:
+        """The steps that fold the whole of ``template``'s targets (literal text included)
+        and whether its body is a path: those of its fields' folds, or for a template with
+        no field, of the tool's single fold."""
+        folds = [self.fold(f) for f in template.unique if f not in self.identity]
+        if not template.fields:
+            folds = [self.whole]
+        steps: list[str] = []
+        path = False
+        for fold in folds:
+            if fold is None:
+                continue
+            steps.extend(s for s in fold.text_steps if s not in steps)
+            path = path or fold.folds_paths
+        return tuple(steps), path
 
 
 _Compiled = tuple[_Template, ...] | Callable[[Mapping[str, Any]], Iterable[str]] | None
@@ -399,6 +435,21 @@ def _compile_spec(spec: TargetSpec | None) -> _Compiled:
     if spec is None or callable(spec):
         return spec
     return tuple(_Template.parse(t) for t in ([spec] if isinstance(spec, str) else spec))
+
+
+def _identity_spec(
+    spec: Mapping[str, Callable[[Any], Any]] | None,
+) -> Mapping[str, Callable[[Any], Any]] | None:
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping) or not all(
+        isinstance(k, str) and callable(v) for k, v in spec.items()
+    ):
+        raise ToolsetError(
+            "identity= must map argument names to functions (the key the store gives a value), "
+            f"e.g. identity={{'when': to_utc}}; got {spec!r}."
+        )
+    return dict(spec)
 
 
 # -- the footprint ---------------------------------------------------------------------------
@@ -473,16 +524,20 @@ class Effect:
     canonical: Fold | Mapping[str, Fold] | None = None
     accepts_idempotency_key: bool = False
     speculable: bool = False
+    identity: Mapping[str, Callable[[Any], Any]] | None = None
     # The target specs compiled once (templates parsed), for footprint().
     _writes: _Compiled = field(default=None, init=False, repr=False, compare=False)
     _reads: _Compiled = field(default=None, init=False, repr=False, compare=False)
+    _ident: _Identities | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "write_targets", _check_spec(self.write_targets, "write_targets"))
         object.__setattr__(self, "read_targets", _check_spec(self.read_targets, "read_targets"))
         object.__setattr__(self, "canonical", _folds(self.canonical))
+        object.__setattr__(self, "identity", _identity_spec(self.identity))
         object.__setattr__(self, "_writes", _compile_spec(self.write_targets))
         object.__setattr__(self, "_reads", _compile_spec(self.read_targets))
+        object.__setattr__(self, "_ident", _Identities(self.canonical, self.identity))
 
     @classmethod
     def worst_case(cls) -> Effect:
@@ -501,6 +556,7 @@ class Effect:
         read_targets: TargetSpec | None = None,
         canonical: CanonicalSpec | None = None,
         speculable: bool = False,
+        identity: Mapping[str, Callable[[Any], Any]] | None = None,
     ) -> Effect:
         """An explicit annotation. ``read_only`` implies idempotent and not destructive."""
         if read_only and write_targets is not None:
@@ -517,6 +573,7 @@ class Effect:
             annotated=True,
             canonical=_folds(canonical),
             speculable=speculable,
+            identity=identity,
         )
 
     @classmethod
@@ -554,11 +611,27 @@ class Effect:
             return self.canonical
         return self.canonical.get(argument)
 
+    def identity_for(self, argument: str) -> Callable[[Any], Any] | None:
+        """The store's own key function declared for ``argument`` (``identity=``), if any."""
+        return None if self.identity is None else self.identity.get(argument)
+
+    def literal_targets(self) -> Iterator[tuple[str, Fold | None]]:
+        """Each template with no field (``"doc:README"``) and the fold its text goes
+        through (the tool's single ``canonical=`` fold; none for per-argument folds)."""
+        whole = self.canonical if isinstance(self.canonical, Fold) else None
+        for spec in (self.write_targets, self.read_targets):
+            if spec is None or callable(spec):
+                continue
+            for template in [spec] if isinstance(spec, str) else spec:
+                if not template_fields(template):
+                    yield template.replace("{{", "{").replace("}}", "}"), whole
+
     def name_slots(self) -> Iterator[tuple[str, str, Fold | None]]:
         """Each place a template puts an argument into a name: ``(the template text before
         it, with earlier fields as '{}', the argument, its fold)``. ``"doc:{key}/{field}"``
         gives ``("doc:", "key", …)`` and ``("doc:{}/", "field", …)``. Tools whose slots
-        coincide name the same store's resources, so they must fold them alike."""
+        coincide name the same store's resources, so they must fold them alike (and key them
+        with the same ``identity=`` function, :meth:`identity_for`)."""
         for spec in (self.write_targets, self.read_targets):
             if spec is None or callable(spec):
                 continue
@@ -573,11 +646,15 @@ class Effect:
     def footprint(self, arguments: Mapping[str, Any]) -> Footprint:
         """The canonical targets of a call with these (validated) arguments. Never raises."""
         try:
-            folded = arguments if self.canonical is None else self._folded(arguments)
             writes, why_w = (
-                (frozenset(), "") if self.read_only else self._side(self._writes, folded, "writes")
+                (frozenset(), "")
+                if self.read_only
+                else self._side(self._writes, arguments, "writes")
             )
-            reads, why_r = self._side(self._reads, folded, "reads")
+            if self._reads == self._writes and not self.read_only and not why_w:
+                reads, why_r = writes, ""  # (one template for both sides: resolved once)
+            else:
+                reads, why_r = self._side(self._reads, arguments, "reads")
         except Exception as exc:  # a declaration's bug is "not certified", never a crash
             return Footprint.failed(f"{type(exc).__name__}: {exc}")
         if not (why_w or why_r):
@@ -609,14 +686,16 @@ class Effect:
         if spec is None:
             return None, f"{side} undeclared"
         try:
+            ident = self._ident
+            assert ident is not None  # (set in __post_init__)
             if callable(spec):
-                out = frozenset(_from_function(spec, arguments))
+                out = frozenset(_from_function(spec, self._folded(arguments)))
             elif len(spec) == 1:  # the common case: one template
-                out = frozenset(spec[0].expand(arguments))
+                out = frozenset(spec[0].expand(arguments, ident))
             else:
                 targets: set[str] = set()
                 for template in spec:
-                    targets.update(template.expand(arguments))
+                    targets.update(template.expand(arguments, ident))
                     if len(targets) > MAX_TARGETS:
                         raise _Unknown(f"{side} over {MAX_TARGETS} targets")
                 out = frozenset(targets)
@@ -633,7 +712,7 @@ def _from_function(
     produced = fn(arguments)
     if isinstance(produced, str | bytes) or not isinstance(produced, Iterable):
         raise TypeError(f"the target function returned {type(produced).__name__}, not a list")
-    out = {canonical_text(t) for t in itertools.islice(produced, MAX_TARGETS + 1)}
+    out = {bound_target(canonical_text(t)) for t in itertools.islice(produced, MAX_TARGETS + 1)}
     if len(out) > MAX_TARGETS:
         raise _Unknown(f"over {MAX_TARGETS} targets")
     return out

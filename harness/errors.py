@@ -5,8 +5,9 @@ One root, one subclass per failure an operator can act on::
     HarnessError                      root: catch this to catch everything below
     ├── ConfigError                   bad input from the user: a file, an option, a manifest
     │   ├── ManifestError             a skill manifest that does not validate (names file/phase/field)
-    │   └── JournalError              a run directory that cannot be journaled to or resumed
-    ├── ToolsetError                  a toolset that cannot be built (duplicate name, bad schema)
+    │   ├── JournalError              a run directory that cannot be journaled to or resumed
+    │   └── ToolsetError              a toolset that cannot be built (duplicate name, bad schema,
+    │                                 a target template naming no argument, folds that disagree)
     ├── EngineError                   the engine could not answer
     │   ├── EngineDeadError           the engine is gone: every in-flight and new request fails fast
     │   └── EngineRequestError        one request failed (bad request, timeout, refused); others go on
@@ -103,7 +104,7 @@ class JournalError(ConfigError):
     another process is writing; the message names the directory and what to do."""
 
 
-class ToolsetError(HarnessError):
+class ToolsetError(ConfigError):
     """A toolset cannot be built: duplicate tool names, a schema that is not JSON Schema, ..."""
 
 

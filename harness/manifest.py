@@ -48,6 +48,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from harness.errors import ManifestError
+from harness.identity import Fold, identity_text
 
 __all__ = (
     "ArgSource",
@@ -91,6 +92,8 @@ class ArgSource:
 
 
 _parse_source = functools.lru_cache(maxsize=1024)(ArgSource.parse)
+#: How slot values are told apart: as a store folding case, Unicode and whitespace would.
+_SLOT_FOLD = Fold(("case", "whitespace"))
 _NO_RESULTS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
@@ -117,8 +120,13 @@ class Phase:
         if ref is None or ref.ref is None:
             return None
         value = inputs.get(ref.ref)
-        if isinstance(value, list | tuple | dict):
+        if isinstance(value, dict):
             return len(value)
+        if isinstance(value, list | tuple):
+            # One slot per *distinct* value (as a store folding case, Unicode and whitespace
+            # would see it): ["a", "a"] is one slot, so a second call is not admitted as a
+            # slot the input never had. Fewer slots only close a window sooner.
+            return len({identity_text(v, _SLOT_FOLD) for v in value})
         if isinstance(value, int):
             return value
         return None
@@ -211,7 +219,8 @@ class Manifest:
             ) from None
 
     def check_tools(self, tool_names: Sequence[str] | Mapping[str, Any]) -> None:
-        """Every tool a phase names must exist in the toolset."""
+        """Every tool a phase names must exist in the toolset, and (when given the tools, not
+        only their names) every ``args`` key must name an argument its tool's schema has."""
         known = set(tool_names)
         for skill in self.skills.values():
             for phase in skill.phases:
@@ -220,6 +229,38 @@ class Manifest:
                     raise ManifestError(
                         f"{self.source}: skill {skill.name!r}, phase {phase.name!r}, field "
                         f"'tools': unknown tool(s) {missing}; the toolset has {sorted(known)}."
+                    )
+                if isinstance(tool_names, Mapping):
+                    self._check_arguments(skill, phase, tool_names)
+
+    def _check_arguments(self, skill: Skill, phase: Phase, tools: Mapping[str, Any]) -> None:
+        for tool, argument in phase.args:
+            schema = getattr(tools.get(tool), "parameters", None)
+            if not isinstance(schema, Mapping):
+                continue
+            properties = schema.get("properties")
+            if not isinstance(properties, Mapping) or argument in properties:
+                continue
+            if schema.get("additionalProperties") not in (None, False):
+                continue  # a tool that takes any argument
+            raise ManifestError(
+                f"{self.source}: skill {skill.name!r}, phase {phase.name!r}, field "
+                f"'args.{tool}.{argument}': {tool!r} has no argument {argument!r}; its "
+                f"arguments are {sorted(properties)}."
+            )
+
+    def check_inputs(self, skill: str, inputs: Mapping[str, Any]) -> None:
+        """Every ``slots = "input:FIELD"`` of ``skill`` must name a field of the task's
+        inputs (a slot count from a missing input would silently count nothing)."""
+        for phase in self.skill(skill).phases:
+            if isinstance(phase.slots, str):
+                field = phase.slots.partition(":")[2]
+                if field not in inputs:
+                    shown = ", ".join(sorted(inputs)) or "none"
+                    raise ManifestError(
+                        f"{self.source}: skill {skill!r}, phase {phase.name!r}, field 'slots': "
+                        f"{phase.slots!r} names the input {field!r}, which the task does not "
+                        f"have (its inputs: {shown})."
                     )
 
     @classmethod

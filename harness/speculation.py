@@ -66,6 +66,7 @@ __all__ = (
     "SpecStats",
     "Speculation",
     "call_key",
+    "draft_calls",
     "predict",
     "speculation_safe",
 )
@@ -235,6 +236,54 @@ def predict(
             continue  # a write only when the window's calls are exactly known
         out.extend(found)
     return out
+
+
+def draft_calls(
+    skill_phases: Sequence[Phase],
+    toolset: Toolset,
+    inputs: Mapping[str, Any],
+    visible: Sequence[str],
+    made: Sequence[ToolCall],
+    *,
+    max_window: int = 16,
+) -> tuple[ToolCall, ...]:
+    """The calls the fan-out phases of a skill make known (from ``inputs`` and the
+    ``visible`` result texts, as :func:`predict` finds them, for *any* tool: a draft is only
+    text the engine verifies, never a call that runs) that are not among the calls already
+    ``made``, in the manifest's order; arguments in the tool schema's order, as the model
+    writes them. What the drafted decoding of :mod:`harness.engines.window_drafts` drafts."""
+    done: set[CallKey] = set()
+    for call in made:
+        value = call.args.value
+        if value is not None:
+            key = call_key(toolset.get(call.name), call.name, value)
+            if key is not None:
+                done.add(key)
+    out: list[ToolCall] = []
+    for phase in skill_phases:
+        if not phase.is_fan_out:
+            continue
+        slots = phase.slot_count(inputs)
+        limit = min(slots, max_window) if slots is not None else max_window
+        for name in phase.tools:
+            tool = toolset.get(name)
+            if tool is None:
+                continue
+            for prediction in _tool_predictions(tool, phase, inputs, visible, limit):
+                key = call_key(tool, name, prediction.arguments)
+                if key is None or key in done:
+                    continue
+                done.add(key)
+                order = list(tool.parameters.get("properties", {}))
+                ordered = dict(
+                    sorted(
+                        prediction.arguments.items(),
+                        key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order),
+                    )
+                )
+                text = json.dumps(ordered, ensure_ascii=False)
+                out.append(ToolCall(f"draft_{len(out)}", name, text))
+    return tuple(out)
 
 
 @dataclass

@@ -223,7 +223,10 @@ class Tool:
         schema or the tool's model give a footprint with an ``error`` (not certifiable; the
         call then gets the same error result it gets in the serial arm). ``call``: as for
         :meth:`check`."""
-        checked = self.check(arguments, call=call)
+        try:
+            checked = self.check(arguments, call=call)
+        except Exception as exc:  # e.g. arguments nested past the validator's recursion limit
+            return Footprint.failed(f"the arguments cannot be checked ({type(exc).__name__})")
         if not checked.valid:
             return Footprint.failed("the arguments do not match the tool's schema")
         if checked.values is None:
@@ -389,6 +392,7 @@ def tool(
     read_targets: WriteTargets | None = None,
     canonical: CanonicalSpec | None = None,
     speculable: bool | None = None,
+    identity: Mapping[str, Callable[[Any], Any]] | None = None,
     timeout_s: float | None = 30.0,
     result_cap: int | None = 16_000,
 ) -> Callable[[ToolFn], Tool]: ...
@@ -408,6 +412,7 @@ def tool(
     read_targets: WriteTargets | None = None,
     canonical: CanonicalSpec | None = None,
     speculable: bool | None = None,
+    identity: Mapping[str, Callable[[Any], Any]] | None = None,
     timeout_s: float | None = 30.0,
     result_cap: int | None = 16_000,
 ) -> Tool | Callable[[ToolFn], Tool]:
@@ -433,6 +438,7 @@ def tool(
                 read_targets,
                 canonical,
                 speculable,
+                identity,
             )
         )
         effect = (
@@ -445,6 +451,7 @@ def tool(
                 read_targets=read_targets,
                 canonical=canonical,
                 speculable=bool(speculable),
+                identity=identity,
             )
             if declared
             else Effect.worst_case()
@@ -481,20 +488,43 @@ class Toolset(Mapping[str, Tool]):
 
     def _check_folds(self) -> None:
         """Tools whose templates put an argument into the same place of a name (``doc:{…}``)
-        name one store's resources, so they must fold that name the same way: otherwise
-        ``write("ABC")`` and ``read("abc")`` get disjoint targets for one resource."""
-        seen: dict[str, tuple[Fold | None, str]] = {}
+        name one store's resources, so they must fold that name the same way and key it with
+        the same ``identity=`` function: otherwise ``write("ABC")`` and ``read("abc")`` get
+        disjoint targets for one resource. A template with no field (``doc:README``) inside
+        such a namespace must fold its text the same way too."""
+        seen: dict[str, tuple[Fold | None, Any, str]] = {}
         for t in self._tools.values():
             for slot, argument, fold in t.effect.name_slots():
-                first = seen.setdefault(slot, (fold, t.name))
+                keyed = t.effect.identity_for(argument)
+                first = seen.setdefault(slot, (fold, keyed, t.name))
                 if first[0] != fold:
                     raise ToolsetError(
-                        f"Tools {first[1]!r} and {t.name!r} both name resources "
+                        f"Tools {first[2]!r} and {t.name!r} both name resources "
                         f"'{slot}{{…}}' but fold the name differently ({first[0] or 'none'} vs "
                         f"{fold or 'none'}, argument {argument!r}). A store folds names for "
                         "every tool: declare the same canonical=... on both.",
                         tool=t.name,
                     )
+                if first[1] != keyed:
+                    raise ToolsetError(
+                        f"Tools {first[2]!r} and {t.name!r} both name resources "
+                        f"'{slot}{{…}}' but key them with different identity= functions "
+                        f"(argument {argument!r}). A store keys its records one way: declare "
+                        "the same identity=... on both.",
+                        tool=t.name,
+                    )
+        namespaces = [(slot, f, owner) for slot, (f, _, owner) in seen.items() if "{" not in slot]
+        for t in self._tools.values():
+            for literal, fold in t.effect.literal_targets():
+                for slot, slot_fold, owner in namespaces:
+                    if slot and literal.startswith(slot) and literal != slot and slot_fold != fold:
+                        raise ToolsetError(
+                            f"Tool {t.name!r} names the resource {literal!r} in the namespace "
+                            f"'{slot}' that {owner!r} folds with {slot_fold or 'none'}, but its "
+                            f"own fold is {fold or 'none'}. A store folds names for every tool: "
+                            f"declare canonical={str(slot_fold or '')!r} on {t.name!r} too.",
+                            tool=t.name,
+                        )
 
     def __getitem__(self, key: str) -> Tool:
         return self._tools[key]

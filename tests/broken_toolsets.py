@@ -430,7 +430,7 @@ def raw_targets_on_a_folding_store() -> CertifiableToolset:
 
 
 def weaker_fold_than_the_store() -> CertifiableToolset:
-    """The tools declare ``canonical="case"``; the store also strips and applies NFKC."""
+    """The tools declare ``canonical="case"`` (NFKC_Casefold); the store also strips."""
     return _cabinet("case")
 
 

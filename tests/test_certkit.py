@@ -392,7 +392,9 @@ FOLDING = {
     ids=["raw_targets", "weaker_fold"],
 )
 def test_a_store_that_folds_names_more_than_its_targets_is_caught(factory):
-    report = check_toolset(factory(), examples=20)
+    # 40 examples: `case` is NFKC_Casefold now, so the weaker fold misses only `strip`, a
+    # narrower lie that a 20-example commutes run finds at some seeds only.
+    report = check_toolset(factory(), examples=40)
     assert {(c.subject, c.claim) for c in report.false} == FOLDING
     canonical = next(c for c in report.false if c.claim == "targets_canonical")
     ce = canonical.counterexample
@@ -418,7 +420,7 @@ def test_a_sync_tool_is_judged_only_after_its_abandoned_thread_has_ended():
 
 
 def test_aliasing_variants_cover_case_unicode_whitespace_paths_and_numbers():
-    from harness._certkit_aliases import alias_variants
+    from harness.certkit._aliases import alias_variants
 
     text = alias_variants("a/b")
     assert {"A/B", " a/b", "a/b ", "a/./b", "a//b", "./a/b", "a/b/", "ａ／ｂ"} <= set(text)

@@ -33,7 +33,7 @@ DRAWN_TREE: dict[type[HarnessError], type[BaseException]] = {
     ConfigError: HarnessError,
     ManifestError: ConfigError,
     JournalError: ConfigError,
-    ToolsetError: HarnessError,
+    ToolsetError: ConfigError,
     EngineError: HarnessError,
     EngineDeadError: EngineError,
     EngineRequestError: EngineError,

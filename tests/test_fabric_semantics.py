@@ -15,6 +15,7 @@ from harness import ConfigError, EngineRequestError, NodeFailed
 from harness.cli import main
 from harness.engines.base import Completion, GenerationSettings, Message, ToolSpec
 from harness.fabric import (
+    COMPOSER_SYSTEM,
     EXAMPLE_TASK,
     Fabric,
     FabricConfig,
@@ -26,6 +27,7 @@ from harness.fabric import (
     parse_plan,
     plan_and_execute,
 )
+from harness.fabric.decompose import NAIVE_SYSTEM
 from harness.testing import ScriptedEngine
 from tests.fabric_doubles import GatedEngine, echo, node_of, step
 
@@ -409,3 +411,52 @@ async def test_compute_vs_naive_is_measured_against_a_naive_pass_of_the_same_tas
     without = await plan_and_execute(engine, "t", config=FabricConfig(), plan="T1: x.\n")
     assert without.naive is None
     assert "CRP-PEF-Compute-Vs-Naive" not in without.figures.headers()
+
+
+class _FailsAfterTheSteps(ScriptedEngine):
+    """Fails the composer call ``composer_failures`` times and the naive pass always."""
+
+    def __init__(self, composer_failures: int) -> None:
+        super().__init__(script=echo)
+        self.composer_failures = composer_failures
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: GenerationSettings,
+    ) -> Completion:
+        system = messages[0]["content"] if messages else ""
+        if system == NAIVE_SYSTEM:
+            raise EngineRequestError("the naive pass timed out")
+        if system == COMPOSER_SYSTEM and self.composer_failures > 0:
+            self.composer_failures -= 1
+            raise EngineRequestError("the composer request timed out")
+        return await super().generate(messages, tools, settings)
+
+
+async def test_a_composer_that_fails_once_is_retried_like_a_node_request():
+    engine = _FailsAfterTheSteps(composer_failures=1)
+    config = FabricConfig(model_params=70e9, request_retries=1)
+    outcome = await plan_and_execute(engine, EXAMPLE_TASK, config=config, plan=example_plan())
+    assert outcome.answer  # composed on its second try
+    assert outcome.ok
+    assert outcome.naive is None  # the naive pass failed both tries: missing, not a lost run
+    assert outcome.missing == (
+        "naive pass: the compute baseline is not measured (2 tries failed; last: "
+        "EngineRequestError: the naive pass timed out)",
+    )
+    assert outcome.figures.baseline is None
+    assert outcome.fabric.ok  # every finished step kept
+    assert len(outcome.fabric.nodes) == 14
+
+
+async def test_a_composer_that_keeps_failing_keeps_the_finished_steps_and_says_what_is_missing():
+    engine = _FailsAfterTheSteps(composer_failures=5)
+    outcome = await plan_and_execute(
+        engine, EXAMPLE_TASK, config=FabricConfig(request_retries=2), plan=example_plan()
+    )
+    assert outcome.fabric.ok
+    assert not outcome.ok
+    assert outcome.answer == ""
+    assert outcome.missing[0].startswith("composer: no answer was composed (3 tries failed")

@@ -208,11 +208,33 @@ def test_check_tools_passes_when_every_phase_tool_exists(tmp_path):
     manifest.check_tools(["read_doc", "search", "write_doc", "fetch", "extra"])
 
 
+def _stub_tools(**properties: list[str]) -> Toolset:
+    return Toolset(
+        [
+            Tool(name=n, parameters={"type": "object", "properties": {p: {} for p in ps}})
+            for n, ps in properties.items()
+        ]
+    )
+
+
 def test_check_tools_accepts_a_toolset(tmp_path):
-    obj = {"type": "object", "properties": {}}
-    names = ["read_doc", "search", "write_doc", "fetch"]
-    toolset = Toolset([Tool(name=n, parameters=obj) for n in names])
+    toolset = _stub_tools(
+        read_doc=["key"], search=["query"], write_doc=["key", "body", "title"], fetch=["url"]
+    )
     load_manifest(write(tmp_path, VALID)).check_tools(toolset)
+
+
+def test_check_tools_refuses_an_args_key_naming_no_argument_of_its_tool(tmp_path):
+    toolset = _stub_tools(read_doc=["doc"], search=["query"], write_doc=["key", "body"], fetch=[])
+    with pytest.raises(ManifestError, match=r"'read_doc' has no argument 'key'.*\['doc'\]"):
+        load_manifest(write(tmp_path, VALID)).check_tools(toolset)
+
+
+def test_a_slot_count_from_an_input_the_task_does_not_have_is_refused(tmp_path):
+    manifest = load_manifest(write(tmp_path, VALID))
+    manifest.check_inputs("report", {"keys": ["a"]})
+    with pytest.raises(ManifestError, match="names the input 'keys'"):
+        manifest.check_inputs("report", {"ids": ["a"]})
 
 
 def test_check_tools_names_the_phase_and_the_missing_tool(tmp_path):

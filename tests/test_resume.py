@@ -245,6 +245,8 @@ async def test_in_doubt_calls_do_not_spend_the_model_mistake_budget(tmp_path: Pa
         e for e in entries
         if e["kind"] != "outcome" and not (e["kind"] == "turn" and e["turn"] > 0)
     ]  # fmt: skip
+    for seq, entry in enumerate(kept):  # numbered as a writer that never wrote them would
+        entry["seq"] = seq
     path.write_text("".join(json.dumps(e) + "\n" for e in kept))
     with Journal.resume(tmp_path / "run") as journal:
         result = await run_loop(
@@ -254,3 +256,25 @@ async def test_in_doubt_calls_do_not_spend_the_model_mistake_budget(tmp_path: Pa
     assert result.summary.finished
     assert [r.error_kind for r in result.call_records] == ["outcome_unknown"] * 5
     assert result.summary.model_errors == 0
+
+
+async def test_a_call_in_doubt_stays_on_the_record_when_a_later_attempt_replays_it(
+    tmp_path: Path,
+):
+    world = World()
+    await _stopped_run(tmp_path / "run", world, keyed=False, at="b")
+    await _resume(tmp_path / "run", world, keyed=False)
+    third, engine = await _resume(tmp_path / "run", world, keyed=False)
+    journal = third.summary.extra["journal"]
+    assert journal["attempt"] == 3
+    assert journal["unknown"] == []  # nothing was in doubt in this attempt...
+    assert journal["history"] == {  # ...but the record still says what happened before
+        "call_1": [
+            {"attempt": 1, "event": "started"},
+            {"attempt": 1, "event": "in_doubt"},
+            {"attempt": 2, "event": "outcome_unknown"},
+            {"attempt": 3, "event": "replayed"},
+        ]
+    }
+    assert world.runs == ["a", "b", "c"]
+    assert engine.requests == []

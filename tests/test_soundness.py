@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from harness.benchmarks.soundness import CONTROLS, run_property
+from harness.benchmarks.soundness_identity import CLASSES, run_identity_property
 
 
 @pytest.mark.timeout(900)
@@ -35,3 +36,31 @@ def test_the_generators_catch_a_deliberately_unsound_rule(
     assert control in CONTROLS
     tally = run_property(300, control=control, seed=15, stop_on_false_fill=True, focus=focus)
     assert tally.false_fills >= 1, f"{control}: no false fill in {tally.cases} cases"
+
+
+@pytest.mark.timeout(900)
+def test_no_identity_class_gives_a_false_fill_or_an_exception_in_130_cases() -> None:
+    tally = run_identity_property(130, seed=25)
+    assert tally.cases == 130
+    assert set(tally.by_class) == set(CLASSES)  # every class of issue 25 ran
+    assert tally.false_fills == 0, tally.first
+    assert tally.exceptions == 0, tally.first
+    assert tally.windows > 0  # not vacuous: distinct records do certify
+
+
+@pytest.mark.parametrize(
+    ("control", "classes"),
+    [
+        ("no_type_identity", ("instant", "time")),
+        ("open_folds", ("literal", "composite")),
+        ("no_store_identity", ("store_identity",)),
+        ("literal_globs", ("glob",)),
+        ("recursive_identity", ("deep",)),
+    ],
+)
+@pytest.mark.timeout(900)
+def test_each_identity_control_finds_false_fills(control: str, classes: tuple[str, ...]) -> None:
+    tally = run_identity_property(
+        200, seed=25, control=control, classes=classes, stop_on_false_fill=True
+    )
+    assert tally.false_fills + tally.exceptions >= 1, f"{control}: nothing in {tally.cases} cases"

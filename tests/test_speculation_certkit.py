@@ -7,9 +7,9 @@ from typing import Any
 import anyio.lowlevel
 
 from harness import Toolset, tool
-from harness._certkit_checks import Kit
-from harness._certkit_speculable import check_speculable
 from harness.certkit import CertifiableToolset, check_toolset
+from harness.certkit._kit import Kit
+from harness.certkit._speculable import check_speculable
 from tests.broken_toolsets import Desk, _certifiable, _doc, _toolset
 
 

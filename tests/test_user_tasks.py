@@ -157,7 +157,7 @@ def test_inputs_are_a_json_object_or_a_file_holding_one(tmp_path: Path) -> None:
         (["--toolset", "tests.user_toolset:toolset", "--prompt", "x", "--policy", "gold"], "have none"),
         (["--toolset", "tests.user_toolset:toolset", "--tasks", "TASKS", "--prompt", "x"], "drop --prompt"),
         (["--toolset", "tests.user_toolset:toolset", "--tasks", "missing.jsonl"], "does not exist"),
-        (["--toolset", "tests.user_toolset:toolset", "--prompt", "x", "--policy", "gold", "--journal", "j"], "--journal apply to the seeded workload"),
+        (["--toolset", "tests.user_toolset:toolset", "--prompt", "x", "--seed", "1"], "--seed apply to the seeded workload"),
     ],
 )  # fmt: skip
 def test_every_bad_option_of_your_own_task_exits_2_with_one_line(

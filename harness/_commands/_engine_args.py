@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from harness.engines.base import Engine
 from harness.errors import ConfigError
@@ -58,6 +59,16 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="for --engine vllm: the weights' dtype (default bfloat16). On a CPU without "
         "native bf16 (AVX2 only) float32 prefills ~5x faster and decodes ~1.7x slower",
     )
+    group.add_argument(
+        "--speculate",
+        choices=("none", "ngram", "suffix", "window"),
+        default="none",
+        help="for --engine vllm: speculative decoding, the same tokens under greedy decoding: "
+        "none (default); ngram: vLLM's prompt-lookup proposer drafts from earlier in the "
+        "prompt (the previous tool call); suffix: vLLM's suffix-tree proposer (pip install "
+        "arctic-inference); window: the harness drafts the window's predicted calls "
+        "(from the manifest and the task inputs), then falls back to prompt lookup",
+    )
 
 
 @asynccontextmanager
@@ -86,6 +97,12 @@ async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
     from harness.engines.vllm import open_default_engine
 
     dtype = getattr(args, "dtype", None)
-    overrides = {} if dtype is None else {"dtype": dtype}
+    overrides: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
+    speculate = getattr(args, "speculate", "none")
+    if speculate != "none":
+        from harness.engines.vllm import speculative_config
+
+        speculative_config(speculate)  # a missing extra is a one-line ConfigError, now
+        overrides["speculate"] = speculate
     async with open_default_engine(args.model, **overrides) as engine:
         yield engine

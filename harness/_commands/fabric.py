@@ -384,6 +384,7 @@ def _plan_lines(outcome: PlanRun) -> list[str]:
             f"(the first at +{at:.2f} s)"
         )
     out += [f"plan problem: {p}" for p in outcome.problems]
+    out += [f"missing: {m}" for m in outcome.missing]
     return out
 
 

@@ -12,11 +12,24 @@ import anyio
 from harness._commands._engine_args import add_engine_arguments, open_engine
 from harness._commands._guide_args import GUIDES, add_guide_arguments, guides
 from harness._commands._ray_args import add_ray_arguments, check_ray_arguments
+from harness._commands._run_dir import (
+    arm_folder,
+    check_arm_folders,
+    record_run,
+    recorded_run,
+    resume_hint,
+)
 from harness._commands._signals import until_signalled
 from harness._commands._table import exit_status, render_table
-from harness._commands.run_user import add_user_task_arguments, is_user_task, run_user_task
+from harness._commands.run_user import (
+    add_user_task_arguments,
+    is_user_task,
+    journal_line,
+    run_user_task,
+)
 from harness._jsonl import open_append
-from harness.errors import ConfigError, JournalError
+from harness.errors import ConfigError
+from harness.journal import OnDamage
 
 __all__ = ("register", "render_table", "run")
 
@@ -125,15 +138,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--journal",
         metavar="DIR",
         type=Path,
-        help="journal every turn and call to DIR (one folder per arm, the store on disk), so a "
-        "killed run can be resumed with --resume DIR",
+        help="journal every turn and call to DIR (one folder per arm, the workload's store on "
+        "disk; with --tasks one folder per job), so a killed run can be resumed with "
+        "--resume DIR",
     )
     durable.add_argument(
         "--resume",
         metavar="DIR",
         type=Path,
         help="continue the run journaled in DIR (its task and settings come from DIR/run.json): "
-        "finished work is replayed, never repeated",
+        "finished work is replayed, never repeated; a missing, foreign or damaged journal is "
+        "refused (exit 2)",
+    )
+    durable.add_argument(
+        "--resume-damaged",
+        action="store_true",
+        help="with --resume: go on past a journal damaged before its tail; every call behind "
+        "the damage that is not idempotent becomes outcome_unknown, never re-run",
     )
     add_guide_arguments(parser)
     add_user_task_arguments(parser)
@@ -160,28 +181,11 @@ _RECORDED = ("task", "seed", "arm", "policy", "detector", "latency", "sigma", "m
 
 
 def _durable_settings(args: argparse.Namespace) -> Path | None:
-    """The run directory, after recording (``--journal``) or restoring (``--resume``) the
-    options that define the run."""
-    if args.journal is not None and args.resume is not None:
-        raise ConfigError("Pass --journal DIR to start a journaled run or --resume DIR, not both.")
-    if args.resume is not None:
-        if args.task is not None:
-            raise ConfigError(
-                f"--resume takes the task and its settings from {args.resume / 'run.json'}; "
-                "drop --task (and the other run options)."
-            )
-        try:
-            recorded = json.loads((args.resume / "run.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise JournalError(
-                f"{args.resume} is not a journaled `harness run` ({exc}); start one with "
-                "`harness run --task ID --journal DIR`."
-            ) from None
-        for name in _RECORDED:
-            setattr(args, name, recorded[name])
-        for name in GUIDES:  # recorded since they exist; an older run.json has none
-            setattr(args, name, recorded.get(name))
-        return Path(args.resume)
+    """The run directory, after recording (``--journal``) the options that define the run
+    (the workload's defaults filled in first)."""
+    for name, default in _WORKLOAD_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     if args.task is None:
         raise ConfigError(
             "harness run needs --task ID (see `harness tasks list`), --resume DIR, or your own "
@@ -189,16 +193,37 @@ def _durable_settings(args: argparse.Namespace) -> Path | None:
         )
     if args.journal is None:
         return None
-    directory = Path(args.journal)
-    if (directory / "run.json").exists():
-        raise JournalError(
-            f"{directory} holds a journaled run already; resume it with `harness run --resume "
-            f"{directory}` or choose another directory."
+    return record_run(
+        Path(args.journal), {name: getattr(args, name) for name in (*_RECORDED, *GUIDES)}
+    )
+
+
+def _restore(args: argparse.Namespace) -> dict[str, Any]:
+    """``--resume DIR``: the options recorded in DIR/run.json, set on ``args``."""
+    if args.journal is not None:
+        raise ConfigError("Pass --journal DIR to start a journaled run or --resume DIR, not both.")
+    given = [f"--{n.replace('_', '-')}" for n in (*_RESUME_FORBIDS,) if getattr(args, n, None)]
+    if given:
+        raise ConfigError(
+            f"--resume takes the task and its settings from {args.resume / 'run.json'}; "
+            f"drop {', '.join(given)} (and the other run options)."
         )
-    directory.mkdir(parents=True, exist_ok=True)
-    recorded = {name: getattr(args, name) for name in (*_RECORDED, *GUIDES)}
-    (directory / "run.json").write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
-    return directory
+    recorded = recorded_run(Path(args.resume))
+    if recorded.get("kind") == "user":
+        for name, value in recorded.items():
+            if name != "kind":
+                setattr(args, name, Path(value) if name in _PATHS and value else value)
+        return recorded
+    for name in _RECORDED:
+        setattr(args, name, recorded[name])
+    for name in GUIDES:  # recorded since they exist; an older run.json has none
+        setattr(args, name, recorded.get(name))
+    return recorded
+
+
+#: Options that define a run: given with --resume, they would contradict DIR/run.json.
+_RESUME_FORBIDS = ("task", "toolset", "manifest", "skill", "prompt", "inputs", "tasks", "out")
+_PATHS = ("manifest", "tasks", "out")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -207,12 +232,14 @@ def run(args: argparse.Namespace) -> int:
     from harness.toolsets.workspace import load_workspace_manifest
 
     check_ray_arguments(args, batch_option="tasks")
-    if is_user_task(args):
+    if args.resume_damaged and args.resume is None:
+        raise ConfigError("--resume-damaged goes with --resume DIR (a journal to go on from).")
+    damaged: OnDamage = "continue" if args.resume_damaged else "refuse"
+    if args.resume is not None and _restore(args).get("kind") == "user":
+        return run_user_task(args, resume=Path(args.resume))
+    if args.resume is None and is_user_task(args):
         return run_user_task(args)
-    for name, default in _WORKLOAD_DEFAULTS.items():
-        if getattr(args, name) is None:
-            setattr(args, name, default)
-    directory = _durable_settings(args)
+    directory = Path(args.resume) if args.resume is not None else _durable_settings(args)
     if args.engine == "scripted" and args.policy == "model":
         raise ConfigError(
             "--engine scripted only replays forced calls; use --policy gold or oracle, or a "
@@ -222,25 +249,27 @@ def run(args: argparse.Namespace) -> int:
     manifest = load_workspace_manifest()
     specs = [_spec(label, args) for label in dict.fromkeys(args.arm)]
 
+    if directory is not None and args.resume is not None:
+        check_arm_folders(directory, [s.label for s in specs])
+
     async def go() -> list[dict[str, Any]]:
         done = []
         async with open_engine(args) as engine:
             for spec in specs:
-                durable = None if directory is None else directory / spec.label.replace("+", "_")
-                job = await run_job(engine, wt, spec, manifest, durable=durable)
+                durable = None if directory is None else arm_folder(directory, spec.label)
+                job = await run_job(engine, wt, spec, manifest, durable=durable, damaged=damaged)
                 done.append(job)
                 if args.trace:  # as each arm finishes: a kill later loses no finished arm
                     with open_append(Path(args.trace)) as out:
                         out.write(dumps(job) + "\n")
         return done
 
-    hint = (
-        f"each arm's journal in {directory} is flushed: continue with "
-        f"`harness run --resume {directory}`."
-        if directory is not None
-        else "arms that finished are printed above (run with --journal DIR to make it resumable)."
-    )
-    jobs = anyio.run(until_signalled, go, hint)
+    jobs = anyio.run(until_signalled, go, resume_hint(directory))
+    _print_jobs(args, wt, jobs)
+    return exit_status(jobs)
+
+
+def _print_jobs(args: argparse.Namespace, wt: Any, jobs: list[dict[str, Any]]) -> None:
     if args.json:
         print(json.dumps(jobs, indent=2, sort_keys=True, default=str))
     else:
@@ -263,6 +292,9 @@ def run(args: argparse.Namespace) -> int:
                         else ""
                     )
                 )
+            resumed = journal_line(job)
+            if resumed:
+                print(f"  {job['label']}: {resumed}")
             spec = job["summary"].get("extra", {}).get("speculation")
             if spec:
                 print(
@@ -271,4 +303,3 @@ def run(args: argparse.Namespace) -> int:
                     f"{spec['misses']} missed, {spec['cancelled']} cancelled, "
                     f"{spec['wasted_s']:.2f} tool s wasted"
                 )
-    return exit_status(jobs)

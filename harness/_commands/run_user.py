@@ -3,6 +3,9 @@
 The options (registered by :mod:`harness._commands.run`): ``--toolset MODULE:ATTR``,
 ``--manifest FILE``, ``--skill NAME``, ``--prompt TEXT``, ``--inputs JSON|@FILE`` for one
 task, ``--tasks FILE`` (with ``--out``, ``--concurrency``, ``--retry-failed``) for a batch.
+With ``--journal DIR`` the run is journaled (one folder per arm, or per job of a batch under
+``DIR/jobs``; a batch's results in ``DIR`` unless ``--out``) and ``harness run --resume DIR``
+continues it (:mod:`harness._commands._run_dir`).
 Every bad combination or input is a :class:`~harness.errors.ConfigError` (exit 2, one line).
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +22,11 @@ import anyio
 from harness._commands._engine_args import open_engine
 from harness._commands._guide_args import guides
 from harness._commands._ray_args import open_ray_pool
+from harness._commands._run_dir import arm_folder, check_arm_folders, record_run, resume_hint
 from harness._commands._signals import until_signalled
 from harness._jsonl import open_append
 from harness.errors import ConfigError
+from harness.journal import OnDamage
 from harness.manifest import Manifest, load_manifest
 from harness.task import Task
 
@@ -28,7 +34,7 @@ __all__ = ("USER_ARMS", "add_user_task_arguments", "is_user_task", "run_user_tas
 
 #: The arms a task of yours runs under unless --arm says otherwise.
 USER_ARMS = ("S", "F")
-_WORKLOAD_ONLY = ("seed", "latency", "sigma", "journal", "resume")
+_WORKLOAD_ONLY = ("seed", "latency", "sigma")
 
 
 def add_user_task_arguments(parser: argparse.ArgumentParser) -> None:
@@ -159,13 +165,51 @@ def _skill(manifest: Manifest | None, skill: str | None, *, required: bool) -> s
     )
 
 
-def run_user_task(args: argparse.Namespace) -> int:
-    """``harness run`` with your own task or tasks (module docstring)."""
+def _recorded(args: argparse.Namespace, inputs: dict[str, Any]) -> dict[str, Any]:
+    """What ``DIR/run.json`` keeps of a journaled run of your own task(s): every option that
+    defines it (paths made absolute), so ``--resume DIR`` needs no others."""
+
+    def absolute(path: Path | None) -> str | None:
+        return None if path is None else str(path)
+
+    return {
+        "kind": "user",
+        "toolset": args.toolset,
+        "manifest": absolute(args.manifest),
+        "skill": args.skill,
+        "prompt": args.prompt,
+        "inputs": None if args.tasks is not None else json.dumps(inputs),
+        "tasks": absolute(args.tasks),
+        "out": absolute(args.out),
+        "arm": list(args.arm or USER_ARMS),
+        "policy": args.policy or "model",
+        "detector": args.detector,
+        "max_tokens": args.max_tokens,
+        **guides(args),
+    }
+
+
+def _check_inputs(manifest: Manifest | None, tasks: Sequence[Task]) -> None:
+    """Every task has the inputs its skill's slot counts name (a ManifestError: exit 2)."""
+    if manifest is not None:
+        for task in tasks:
+            if task.skill is not None and task.skill in manifest.skills:
+                manifest.check_inputs(task.skill, task.inputs)
+
+
+def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> int:
+    """``harness run`` with your own task or tasks (module docstring). ``resume``: the
+    directory of a journaled run whose options were restored on ``args``."""
     from harness.benchmarks.user_batch import UserBatchPlan, check_gold_policy, run_user_job
     from harness.task_file import load_task_file, parse_inputs
     from harness.toolset_ref import load_toolset
 
     _check_options(args)
+    if args.journal is not None and getattr(args, "ray", None) is not None:
+        raise ConfigError(
+            "--ray journals every job of the batch already (in --out); drop --journal."
+        )
+    damaged: OnDamage = "continue" if getattr(args, "resume_damaged", False) else "refuse"
     arms = tuple(args.arm or USER_ARMS)
     policy = args.policy or "model"
     if args.max_tokens < 8:
@@ -180,12 +224,17 @@ def run_user_task(args: argparse.Namespace) -> int:
     else:
         inputs = parse_inputs(args.inputs) if args.inputs is not None else {}
         tasks = [Task(id="task", prompt=args.prompt, skill=default_skill, inputs=inputs)]
+    directory = _journal_directory(args, resume)
     if args.engine == "scripted" and policy != "gold":
         raise ConfigError(
             "--engine scripted only replays gold calls; use --policy gold (tasks with "
             "gold_calls) or a real engine."
         )
+    _check_inputs(manifest, tasks)
     check_gold_policy(tasks, policy)
+    if args.journal is not None:
+        inputs = {} if args.tasks else dict(tasks[0].inputs)
+        record_run(Path(args.journal), _recorded(args, inputs))
     plan = UserBatchPlan(
         out=args.out or Path(f"runs/tasks-{args.tasks.stem if args.tasks else 'one'}"),
         tasks_file=args.tasks,
@@ -201,21 +250,42 @@ def run_user_task(args: argparse.Namespace) -> int:
         **guides(args),
     )
     if args.tasks is not None:
-        return _run_batch(args, plan, tasks, factory, manifest)
+        journals = None if directory is None else directory / "jobs"
+        return _run_batch(args, plan, tasks, factory, manifest, journals, damaged)
+    specs = plan.specs()
+    if resume is not None:
+        check_arm_folders(resume, [s.label for s in specs])
 
     async def go() -> list[dict[str, Any]]:
         done = []
         async with open_engine(args) as engine:
-            for spec in plan.specs():
-                job = await run_user_job(engine, tasks[0], factory, spec, manifest)
+            for spec in specs:
+                durable = None if directory is None else arm_folder(directory, spec.label)
+                job = await run_user_job(
+                    engine, tasks[0], factory, spec, manifest, durable=durable, damaged=damaged
+                )
                 done.append(job)
                 if args.trace:
                     with open_append(Path(args.trace)) as out:
                         out.write(json.dumps(job, sort_keys=True, default=str) + "\n")
         return done
 
-    jobs = anyio.run(until_signalled, go, "arms that finished are printed above.")
+    jobs = anyio.run(until_signalled, go, resume_hint(directory))
     return _report(args, jobs, f"your task, skill {default_skill}, policy {policy}")
+
+
+def _journal_directory(args: argparse.Namespace, resume: Path | None) -> Path | None:
+    """The run's directory (``--journal`` or ``--resume``); with ``--journal``, a batch's
+    results go there unless ``--out``, and paths are made absolute as run.json keeps them."""
+    if args.journal is None:
+        return resume
+    directory = Path(args.journal)
+    if args.tasks is not None and args.out is None:
+        args.out = directory
+    for name in ("tasks", "manifest", "out"):
+        if getattr(args, name) is not None:
+            setattr(args, name, Path(getattr(args, name)).resolve())
+    return directory
 
 
 def _with_skill(task: Task, skill: str | None, manifest: Manifest | None) -> Task:
@@ -237,7 +307,13 @@ def _with_skill(task: Task, skill: str | None, manifest: Manifest | None) -> Tas
 
 
 def _run_batch(
-    args: argparse.Namespace, plan: Any, tasks: list[Task], factory: Any, manifest: Any
+    args: argparse.Namespace,
+    plan: Any,
+    tasks: list[Task],
+    factory: Any,
+    manifest: Any,
+    journals: Path | None,
+    damaged: Any,
 ) -> int:
     from harness.benchmarks.user_batch import UserJobRunner, run_user_batch
 
@@ -251,13 +327,19 @@ def _run_batch(
                 )  # fmt: skip
         async with open_engine(args) as engine:
             return await run_user_batch(
-                engine, plan, tasks, factory, manifest, retry_failed=args.retry_failed
-            )
+                engine, plan, tasks, factory, manifest, retry_failed=args.retry_failed,
+                journals=journals, damaged=damaged,
+            )  # fmt: skip
 
+    resume = (
+        f"`harness run --resume {journals.parent}`"
+        if journals is not None
+        else "rerun the same command"
+    )
     summary = anyio.run(
         until_signalled,
         go,
-        f"finished jobs are in {plan.out / 'results.jsonl'}: rerun the same command to resume.",
+        f"finished jobs are in {plan.out / 'results.jsonl'}: {resume} to resume.",
     )
     return _report(
         args,
@@ -284,4 +366,23 @@ def _report(args: argparse.Namespace, jobs: list[dict[str, Any]], head: str) -> 
                 print(f"  {name} answer: {str(job['answer'])[:200]}")
             if job["failures"]:
                 print(f"  {name}: " + "; ".join(job["failures"][:3]))
+            resumed = journal_line(job)
+            if resumed:
+                print(f"  {name}: {resumed}")
     return exit_status(jobs, "job_id")
+
+
+def journal_line(job: dict[str, Any]) -> str | None:
+    """What resuming a job's journal did, in one line (None for a run that was not resumed)."""
+    journal = job.get("summary", {}).get("extra", {}).get("journal")
+    if not journal or journal.get("attempt", 1) < 2:
+        return None
+    line = (
+        f"resumed (attempt {journal['attempt']}): {journal['turns_replayed']} turn(s) and "
+        f"{len(journal['replayed'])} call(s) replayed, {len(journal['retried'])} in-doubt "
+        f"call(s) retried with their key"
+    )
+    unknown = journal.get("unknown") or []
+    if unknown:
+        line += f", outcome_unknown (not run again; check them): {', '.join(unknown)}"
+    return line

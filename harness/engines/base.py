@@ -201,6 +201,10 @@ class GenerationSettings:
     ``unsent``: request fields a server engine leaves out, so the server's defaults apply —
     ``max_tokens``, ``temperature``, ``parallel_tool_calls``, ``tool_choice`` (the proxy
     forwards only what its client sent); an in-process engine uses the values above.
+    ``draft_calls``: calls this turn may well emit, predicted from the manifest and what the
+    transcript shows (never from the gold calls): an engine with drafted decoding
+    (:mod:`harness.engines.window_drafts`) lets the model verify their text in one pass;
+    the tokens generated are the same. Other engines ignore them.
     """
 
     max_tokens: int = 256
@@ -215,6 +219,7 @@ class GenerationSettings:
     grammar_tools: tuple[ToolSpec, ...] | None = None
     model: str | None = None
     unsent: frozenset[str] = frozenset()
+    draft_calls: tuple[ToolCall, ...] = ()
 
 
 @runtime_checkable

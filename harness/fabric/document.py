@@ -4,7 +4,8 @@ endpoint (:mod:`harness.fabric.http`) returns.
 The document holds the task, whether the run is ``ok``, the plan (its text, ``problems``,
 the steps it ``lost``, those that started before its last token), one entry per step
 (layer, kind, gate, status, round, attempts, inferences, agreement, start and duration,
-output, note, error), the composed answer and the figures (:meth:`PEFFigures.to_json`, the
+output, note, error), the composed answer, what could not be measured after the steps
+finished (``missing``: the composer, the naive pass) and the figures (:meth:`PEFFigures.to_json`, the
 four ``CRP-PEF-*`` headers included). A DAG run without a planner has ``null`` plan fields
 and answer.
 """
@@ -37,6 +38,7 @@ def run_document(
         "ok": outcome.ok if outcome else result.ok,
         "plan": outcome.plan_text if outcome else None,
         "problems": list(outcome.problems) if outcome else [],
+        "missing": list(outcome.missing) if outcome else [],
         "lost": list(outcome.lost) if outcome else [],
         "speculative": list(outcome.speculative) if outcome else [],
         "plan_tokens": outcome.planner.usage.completion_tokens if outcome else None,

@@ -189,6 +189,10 @@ def verify_node(
     return Node(id, "verify", tuple(deps), check=check, timeout_s=timeout_s)
 
 
+#: How many nodes of a cycle its error message names (then the cycle's length).
+_CYCLE_SHOWN = 8
+
+
 class TaskGraph:
     """A validated DAG of nodes, in the order given (see the module docstring)."""
 
@@ -253,9 +257,15 @@ class TaskGraph:
             frontier = nxt
         if ordered < len(self._nodes):
             cycle = self._find_cycle({nid for nid, count in remaining.items() if count})
+            nodes = cycle[:-1]
+            shown = " -> ".join(map(repr, nodes[:_CYCLE_SHOWN]))
+            if len(nodes) > _CYCLE_SHOWN:
+                shown += f" -> ... ({len(nodes) - _CYCLE_SHOWN} more)"
+            shown += f" -> {cycle[-1]!r}"
             raise ConfigError(
-                f"The task graph has a cycle: {' -> '.join(map(repr, cycle))}; a node cannot "
-                "depend, directly or through others, on itself. Remove one of those dependencies."
+                f"The task graph has a cycle of {len(nodes)} node(s): {shown}; a node "
+                "cannot depend, directly or through others, on itself. Remove one of those "
+                "dependencies."
             )
         grouped: list[list[str]] = [[] for _ in range(1 + max(layer.values(), default=-1))]
         for nid in self._nodes:
@@ -263,8 +273,9 @@ class TaskGraph:
         return tuple(map(tuple, grouped))
 
     def _find_cycle(self, stuck: set[str]) -> list[str]:
-        """A cycle among the nodes Kahn's algorithm could not order (every one has a stuck dep)."""
-        start = min(stuck, key=list(self._nodes).index)
+        """A cycle among the nodes Kahn's algorithm could not order (every one has a stuck dep),
+        from its first node in graph order back to it; linear in the graph's size."""
+        start = next(nid for nid in self._nodes if nid in stuck)
         path: list[str] = []
         seen: dict[str, int] = {}
         nid = start

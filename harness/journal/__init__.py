@@ -34,22 +34,32 @@ alternative for users who want SQL over their journals; both pass one conformanc
 
 A run directory has one writer at a time: :meth:`Journal.create` and :meth:`Journal.resume`
 take an exclusive lock on ``DIR/.lock`` (released when the process ends, even by SIGKILL).
+
+Every entry carries ``seq`` (0, 1, 2, ...), so a resume tells a torn tail (a crash) from
+damage before it (:mod:`harness.journal.damage`): damage is refused unless the caller says to
+go on. Every I/O failure (a directory that cannot be written, a full disk, a file-size limit)
+is a one-line :class:`~harness.errors.JournalError`, raised by the append that failed, so a
+run stops before the next call that would not be recorded.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from harness._lockfile import lock_directory
 from harness.calls import ToolResult
 from harness.engines.base import Completion, ToolCall
 from harness.errors import JournalError
 from harness.journal._state import (
+    EVENTS,
     JournalState,
     completion_from_entry,
     completion_to_entry,
@@ -58,20 +68,58 @@ from harness.journal._state import (
     result_to_entry,
 )
 from harness.journal.backends import BACKENDS, BackendName, JournalBackend
+from harness.journal.damage import Damage, Horizon, find_damage
 from harness.tools import ToolThread
 
 __all__ = (
+    "EVENTS",
     "FORMAT",
+    "Damage",
     "Journal",
     "JournalState",
+    "OnDamage",
     "completion_from_entry",
     "idempotency_key",
+    "io_error",
     "prompt_hash",
     "result_from_entry",
 )
 
 #: Bumped when entries change incompatibly; a journal of another format is refused.
 FORMAT = 1
+
+#: What :meth:`Journal.resume` does with a journal damaged before its tail.
+OnDamage = Literal["refuse", "continue"]
+
+
+def io_error(directory: Path, exc: BaseException, doing: str) -> JournalError:
+    """A one-line :class:`JournalError` for an I/O failure of the journal in ``directory``."""
+    if isinstance(exc, OSError):
+        name = errno.errorcode.get(exc.errno or 0, "")
+        reason = f"{exc.strerror or exc}" + (f" ({name})" if name else "")
+        if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            fix = "free space (or raise the file-size limit)"
+        elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            fix = "make the directory writable"
+        else:
+            fix = "fix the directory"
+    else:
+        reason, fix = f"{type(exc).__name__}: {exc}", "fix the directory"
+    return JournalError(
+        f"Cannot {doing} the journal in {directory}: {reason}; the run stopped before its "
+        f"next call. {fix[0].upper()}{fix[1:]}, then resume with `--resume`."
+        if doing == "write to"
+        else f"Cannot {doing} the journal in {directory}: {reason}; nothing ran. "
+        f"{fix[0].upper()}{fix[1:]} or choose another directory."
+    )
+
+
+@contextmanager
+def _io(directory: Path, doing: str) -> Iterator[None]:
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        raise io_error(directory, exc, doing) from exc
 
 
 def idempotency_key(run_id: str, call_id: str) -> str:
@@ -107,8 +155,14 @@ class Journal:
         self.resumed = resumed
         self._closed = False
         self._late = threading.Lock()  # orders a late outcome against close()
+        self._write = threading.Lock()  # numbers entries in the order they are appended
+        self._seq = 0
         #: What the directory held when it was opened: the part of the run to replay.
         self.replay = JournalState.fold([]) if not resumed else _copy(state)
+        #: Damage before the tail that the resume was told to go on past (else None), and how
+        #: far the run had got: calls behind it without a readable intent are in doubt.
+        self.damage: Damage | None = None
+        self.horizon: Horizon | None = None
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -132,26 +186,46 @@ class Journal:
                 f"{path} already holds a run's journal; resume it (`--resume {path}`) or "
                 "choose an empty directory."
             )
-        path.mkdir(parents=True, exist_ok=True)
-        lock = _lock(path)
-        store = BACKENDS[backend](path, fsync=fsync)
-        journal = cls(path, store, JournalState(), lock, resumed=False)
-        journal._append(
-            {
-                "kind": "run",
-                "format": FORMAT,
-                "run_id": run_id,
-                "backend": backend,
-                "created": time.time(),
-                "meta": dict(meta or {}),
-            },
-            durable=True,
-        )
+        with _io(path, "create"):
+            path.mkdir(parents=True, exist_ok=True)
+            lock = _lock(path)
+        try:
+            store = BACKENDS[backend](path, fsync=fsync)
+            journal = cls(path, store, JournalState(), lock, resumed=False)
+            journal._append(
+                {
+                    "kind": "run",
+                    "format": FORMAT,
+                    "run_id": run_id,
+                    "backend": backend,
+                    "created": time.time(),
+                    "meta": dict(meta or {}),
+                },
+                durable=True,
+                doing="create",
+            )
+        except (OSError, sqlite3.Error, JournalError) as exc:
+            lock.close()
+            if isinstance(exc, JournalError):
+                raise
+            raise io_error(path, exc, "create") from exc
         return journal
 
     @classmethod
-    def resume(cls, directory: str | os.PathLike[str], *, fsync: bool = True) -> Journal:
-        """Take over the journal of a killed (or finished) run in ``directory``."""
+    def resume(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        run_id: str | None = None,
+        damaged: OnDamage = "refuse",
+        fsync: bool = True,
+    ) -> Journal:
+        """Take over the journal of a killed (or finished) run in ``directory``.
+
+        ``run_id``: the run the caller expects; a journal of another run is refused.
+        ``damaged``: a journal damaged before its tail (:mod:`harness.journal.damage`) is
+        refused unless ``"continue"``; then every call behind the damage that has no readable
+        intent and is not safe to repeat is ``outcome_unknown``."""
         path = Path(directory)
         name = _detect(path)
         if name is None:
@@ -159,28 +233,64 @@ class Journal:
                 f"{path} holds no run journal (no journal.jsonl or journal.sqlite3); check the "
                 "path, or start a new run with --journal."
             )
-        lock = _lock(path)
-        store = BACKENDS[name](path, fsync=fsync)
-        entries, skipped = store.read()
-        state = JournalState.fold(entries, skipped)
-        if not state.run:
+        with _io(path, "read"):
+            lock = _lock(path)
+        try:
+            store = BACKENDS[name](path, fsync=fsync)
+            scanned = store.scan()
+        except (OSError, sqlite3.Error) as exc:
+            lock.close()
+            raise io_error(path, exc, "read") from exc
+        entries = [e for _, e in scanned if e is not None]
+        state = JournalState.fold(entries, len(scanned) - len(entries))
+
+        def refuse(message: str) -> JournalError:
             store.close()
             lock.close()
-            raise JournalError(
+            return JournalError(message)
+
+        if not state.run:
+            raise refuse(
                 f"The journal in {path} has no header entry (it was torn before its first "
                 "record was written): nothing ran; start the run again in a new directory."
             )
         if state.run.get("format") != FORMAT:
-            store.close()
-            lock.close()
-            raise JournalError(
+            raise refuse(
                 f"The journal in {path} has format {state.run.get('format')!r}; this version "
                 f"reads format {FORMAT}. Resume it with the version that wrote it."
             )
+        if run_id is not None and state.run_id != run_id:
+            raise refuse(
+                f"{path} holds the journal of run {state.run_id!r}, not of {run_id!r}: it "
+                "belongs to another run; resume that run, or point --resume at this run's "
+                "directory."
+            )
+        damage = find_damage(scanned)
+        if damage is not None and damaged != "continue" and not _acknowledged(entries, damage):
+            raise refuse(
+                f"The journal {path / store.filename} is {damage.describe()}: the records of "
+                "calls that ran may be lost, so resuming could repeat a write. Nothing ran; "
+                "restore the file, or pass --resume-damaged to go on (every call behind the "
+                "damage that is not idempotent becomes outcome_unknown, never re-run)."
+            )
         journal = cls(path, store, state, lock, resumed=True)
-        journal._append(
-            {"kind": "resume", "attempt": state.attempts + 1, "at": time.time()}, durable=True
+        journal._seq = 1 + max(
+            (e["seq"] for e in entries if isinstance(e.get("seq"), int)), default=len(entries) - 1
         )
+        resume: dict[str, Any] = {
+            "kind": "resume",
+            "attempt": state.attempts + 1,
+            "at": time.time(),
+        }
+        if damage is not None:
+            journal.damage = damage
+            journal.horizon = Horizon.of(entries)
+            resume["damage"] = damage.to_json()
+        try:
+            journal._append(resume, durable=True, doing="write to")
+        except JournalError:
+            journal.close()
+            raise
         return journal
 
     @classmethod
@@ -192,10 +302,11 @@ class Journal:
         meta: Mapping[str, Any] | None = None,
         backend: BackendName = "jsonl",
         fsync: bool = True,
+        damaged: OnDamage = "refuse",
     ) -> Journal:
         """Resume the run in ``directory`` if it holds a journal, else create one."""
         if _detect(Path(directory)) is not None:
-            return cls.resume(directory, fsync=fsync)
+            return cls.resume(directory, fsync=fsync, damaged=damaged)
         return cls.create(directory, run_id, meta=meta, backend=backend, fsync=fsync)
 
     @property
@@ -223,9 +334,15 @@ class Journal:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def _append(self, entry: dict[str, Any], *, durable: bool) -> None:
-        self._backend.append(entry, durable=durable)
-        self.state.apply(entry)
+    def _append(self, entry: dict[str, Any], *, durable: bool, doing: str = "write to") -> None:
+        with self._write:
+            entry["seq"] = self._seq
+            try:
+                self._backend.append(entry, durable=durable)
+            except (OSError, sqlite3.Error) as exc:
+                raise io_error(self.directory, exc, doing) from exc
+            self._seq += 1
+            self.state.apply(entry)
 
     def record_turn(self, turn: int, purpose: str, prompt: str, completion: Completion) -> None:
         """A generation the engine answered (``prompt``: :func:`prompt_hash` of its request)."""
@@ -288,12 +405,16 @@ class Journal:
             if not self._closed:
                 self._append(entry, durable=True)
                 return
-            # The run ended before the thread did: write through a fresh handle.
-            backend = BACKENDS[_detect(self.directory) or "jsonl"](self.directory)
+            # The run ended before the thread did: write through a fresh handle, with no
+            # ``seq`` (another process may be resuming the run and numbering its entries).
             try:
-                backend.append(entry, durable=True)
-            finally:
-                backend.close()
+                backend = BACKENDS[_detect(self.directory) or "jsonl"](self.directory)
+                try:
+                    backend.append(entry, durable=True)
+                finally:
+                    backend.close()
+            except (OSError, sqlite3.Error):  # nothing to stop: the run has ended
+                pass
 
     def record_window(self, index: int, call_ids: list[str], closed_by: str) -> None:
         self._append(
@@ -308,6 +429,17 @@ class Journal:
         )
 
 
+def _acknowledged(entries: list[dict[str, Any]], damage: Damage) -> bool:
+    """Whether an earlier resume was told to go on past this damage (it is journaled)."""
+    for entry in entries:
+        seen = entry.get("damage") if entry.get("kind") == "resume" else None
+        if isinstance(seen, dict) and all(
+            seen.get(k) == v for k, v in damage.to_json().items() if k != "after"
+        ):
+            return True
+    return False
+
+
 def _copy(state: JournalState) -> JournalState:
     return JournalState(
         run=dict(state.run),
@@ -319,6 +451,7 @@ def _copy(state: JournalState) -> JournalState:
         end=state.end,
         attempts=state.attempts,
         skipped=state.skipped,
+        history={c: list(events) for c, events in state.history.items()},
     )
 
 

@@ -21,6 +21,7 @@ from harness.engines.base import (
 )
 
 __all__ = (
+    "EVENTS",
     "JournalState",
     "completion_from_entry",
     "completion_to_entry",
@@ -37,6 +38,22 @@ _LATER_FIELDS: tuple[tuple[str, object], ...] = (
     ("model", None),
     ("unsent", frozenset()),
     ("draft_calls", ()),
+)
+
+#: What can become of a call in one attempt of a run: ``started`` (intent journaled),
+#: ``in_doubt`` (the attempt ended with no outcome), ``retried`` (started again with its key),
+#: ``finished`` / ``abandoned`` (outcome journaled; abandoned: a sync thread still ran),
+#: ``outcome_unknown`` (in doubt, not run again), ``settled_late`` (an abandoned call's late
+#: outcome replayed), ``replayed`` (not executed: its journaled outcome was used).
+EVENTS = (
+    "started",
+    "in_doubt",
+    "retried",
+    "finished",
+    "abandoned",
+    "outcome_unknown",
+    "settled_late",
+    "replayed",
 )
 
 
@@ -117,7 +134,9 @@ class JournalState:
     *in doubt*: it started and nobody knows whether it took effect. ``settled`` holds late
     outcomes of abandoned sync calls (their threads ended after the call was given up on).
     ``attempts`` counts the processes that wrote the journal (1 + resumes); ``skipped`` the
-    entries torn by a crash.
+    entries torn by a crash. ``history`` keeps, per call, what became of it in each attempt
+    (:data:`EVENTS`), so a call that was in doubt once stays on the record after a later
+    attempt replays it.
     """
 
     run: dict[str, Any] = field(default_factory=dict)
@@ -129,6 +148,7 @@ class JournalState:
     end: dict[str, Any] | None = None
     attempts: int = 0
     skipped: int = 0
+    history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def fold(cls, entries: Sequence[Mapping[str, Any]], skipped: int = 0) -> JournalState:
@@ -144,20 +164,46 @@ class JournalState:
             self.run = data
             self.attempts += 1
         elif kind == "resume":
+            for call_id in self.in_doubt:  # started in the attempt that ended, no outcome
+                if self.history[call_id][-1]["event"] in ("started", "retried"):
+                    self.note(call_id, "in_doubt")
             self.attempts += 1
             self.end = None
         elif kind == "turn":
             self.turns[int(data["turn"])] = data
         elif kind == "intent":
-            self.intents[str(data["call_id"])] = data
+            call_id = str(data["call_id"])
+            self.note(call_id, "retried" if call_id in self.intents else "started")
+            self.intents[call_id] = data
         elif kind == "outcome":
-            self.outcomes[str(data["call_id"])] = data
+            call_id = str(data["call_id"])
+            if data.get("error_kind") == "outcome_unknown":
+                event = "outcome_unknown"
+            elif data.get("replayed"):
+                event = "settled_late"
+            else:
+                event = "finished" if data.get("status", "done") == "done" else "abandoned"
+            self.note(call_id, event)
+            self.outcomes[call_id] = data
         elif kind == "settled":
             self.settled[str(data["call_id"])] = data
         elif kind == "window":
             self.windows[int(data["index"])] = data
         elif kind == "end":
             self.end = data
+
+    def note(self, call_id: str, event: str) -> None:
+        """Add ``event`` (:data:`EVENTS`) to ``call_id``'s history, at the current attempt."""
+        self.history.setdefault(call_id, []).append({"attempt": self.attempts, "event": event})
+
+    def eventful(self) -> dict[str, list[dict[str, Any]]]:
+        """The history of every call that was ever in doubt (the others started, finished and
+        were at most replayed)."""
+        return {
+            c: list(events)
+            for c, events in self.history.items()
+            if any(e["event"] in ("in_doubt", "outcome_unknown", "retried") for e in events)
+        }
 
     @property
     def run_id(self) -> str:

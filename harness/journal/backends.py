@@ -18,6 +18,7 @@ from several threads (an abandoned sync tool reporting its late outcome) do not 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -41,6 +42,12 @@ class JournalBackend(Protocol):
 
     def read(self) -> tuple[list[dict[str, Any]], int]:
         """Every entry in append order, and how many torn/unreadable ones were skipped."""
+        ...
+
+    def scan(self) -> list[tuple[int, dict[str, Any] | None]]:
+        """Every stored entry in append order with its position (a JSONL line number, a
+        SQLite row id): the entry, or ``None`` where it cannot be read (torn or damaged).
+        :mod:`harness.journal.damage` tells a torn tail from damage before it."""
         ...
 
     def close(self) -> None: ...
@@ -71,11 +78,29 @@ class JsonlBackend:
             return [], 0
         return read_jsonl(self.path)
 
+    def scan(self) -> list[tuple[int, dict[str, Any] | None]]:
+        if not self.path.exists():
+            return []
+        out: list[tuple[int, dict[str, Any] | None]] = []
+        with self.path.open(encoding="utf-8", errors="replace") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    entry = None
+                out.append((number, entry if isinstance(entry, dict) else None))
+        return out
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
             if self._file is not None:
-                self._file.close()
+                # A flush that failed before (disk full) fails again on close: the append
+                # already raised, and that entry was never made durable.
+                with contextlib.suppress(OSError):
+                    self._file.close()
                 self._file = None
 
 
@@ -127,6 +152,18 @@ class SqliteBackend:
                 continue
             out.append(entry)
         return out, skipped
+
+    def scan(self) -> list[tuple[int, dict[str, Any] | None]]:
+        with self._lock:
+            rows = self._conn().execute("SELECT seq, body FROM entries ORDER BY seq").fetchall()
+        out: list[tuple[int, dict[str, Any] | None]] = []
+        for seq, body in rows:
+            try:
+                entry = json.loads(body)
+            except json.JSONDecodeError:
+                entry = None
+            out.append((int(seq), entry if isinstance(entry, dict) else None))
+        return out
 
     def close(self) -> None:
         with self._lock:

@@ -13,6 +13,10 @@ For each call, :meth:`JournaledCalls.execute` does exactly one of:
              says the same);
 ``live``     never seen: journal the intent (on disk), run it with its key, journal the
              outcome (on disk).
+
+A journal resumed past damage (:mod:`harness.journal.damage`) may have lost a call's records:
+a call *behind the damage* with no readable entry is treated as in doubt (``retry`` when safe,
+else ``unknown``), never run as new.
 """
 
 from __future__ import annotations
@@ -40,15 +44,21 @@ def retry_is_safe(tool: Tool | None) -> bool:
     return effect.read_only or effect.idempotent or effect.accepts_idempotency_key
 
 
-def outcome_unknown(call: ToolCall, now: float = 0.0) -> ToolResult:
-    """The result shown for an in-doubt call that is not run again."""
+def outcome_unknown(call: ToolCall, now: float = 0.0, *, damaged: bool = False) -> ToolResult:
+    """The result shown for an in-doubt call that is not run again (``damaged``: its record
+    may have been lost in a damaged journal)."""
+    why = (
+        "the run's journal was damaged where this call may have been recorded, so it may "
+        "already have run"
+        if damaged
+        else "the run was interrupted after the call started and before its result was recorded"
+    )
     return ToolResult(
         call.id,
         call.name,
-        f"Error: the outcome of this '{call.name}' call is unknown: the run was interrupted "
-        "after the call started and before its result was recorded. It was not run again "
-        "because it is not idempotent and takes no idempotency key. Check whether it took "
-        "effect before calling it again.",
+        f"Error: the outcome of this '{call.name}' call is unknown: {why}. It was not run "
+        "again because it is not idempotent and takes no idempotency key. Check whether it "
+        "took effect before calling it again.",
         True,
         "outcome_unknown",
         None,
@@ -86,6 +96,8 @@ class JournaledCalls:
         self.journal = journal
         self.toolset = toolset
         self._on_abandon = on_abandon
+        #: The turn that emitted a call (the loop sets it); the horizon of a damaged journal.
+        self.turn_of: Callable[[str], int | None] = lambda call_id: None
         self.replayed: list[str] = []
         self.retried: list[str] = []
         self.unknown: list[str] = []
@@ -97,9 +109,13 @@ class JournaledCalls:
             return "replay"
         if call.id in replay.settled:
             return "late"
-        if call.id in replay.intents:
+        if call.id in replay.intents or self._behind_damage(call):
             return "retry" if retry_is_safe(self.toolset.get(call.name)) else "unknown"
         return "live"
+
+    def _behind_damage(self, call: ToolCall) -> bool:
+        horizon = self.journal.horizon
+        return horizon is not None and horizon.behind(call.id, self.turn_of(call.id))
 
     def _check_same_call(self, call: ToolCall) -> None:
         intent = self.journal.replay.intents.get(call.id)
@@ -126,6 +142,7 @@ class JournaledCalls:
         replay = self.journal.replay
         if decision == "replay":
             self.replayed.append(call.id)
+            self.journal.state.note(call.id, "replayed")
             return result_from_entry(replay.outcomes[call.id])
         if decision == "late":
             self.replayed.append(call.id)
@@ -134,7 +151,7 @@ class JournaledCalls:
             return result
         if decision == "unknown":
             self.unknown.append(call.id)
-            result = outcome_unknown(call)
+            result = outcome_unknown(call, damaged=call.id not in replay.intents)
             self.journal.record_outcome(result)
             return result
         if decision == "retry":

@@ -21,11 +21,13 @@ __all__ = ("JournaledTurns",)
 
 class JournaledTurns:
     """Replays and records the turns of one run (see the module docstring); ``replayed``
-    counts the turns not generated again."""
+    counts the turns not generated again, ``regenerated`` the journaled turns generated again
+    because a journal resumed past damage changed what they were asked."""
 
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
         self.replayed = 0
+        self.regenerated = 0
 
     def replay(
         self,
@@ -38,6 +40,12 @@ class JournaledTurns:
         if entry is None:
             return None
         if entry.get("prompt") != prompt_hash(messages, tools, settings):
+            if self.journal.damage is not None:
+                # Past damage the chat may differ from the journaled one (a lost outcome is
+                # now outcome_unknown): generate the turn again; its calls go through the
+                # journal like any other (behind the damage, never run as new).
+                self.regenerated += 1
+                return None
             raise ReplayDivergence(
                 f"Turn {turn} of run {self.journal.run_id!r} asks the engine something else "
                 f"than the journal in {self.journal.directory} recorded: the task, the toolset, "

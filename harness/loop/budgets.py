@@ -3,7 +3,8 @@ number and the fix, never a silent stop.
 
 Turns (``max_turns``, or the task's own), billed tokens (``max_billed_tokens``; the
 wall-clock deadline ``max_wall_s`` is the driver's), consecutive model mistakes
-(``max_model_errors``),
+(``max_model_errors``), consecutive tool failures — a tool that raised or timed out, which is
+the tool's fault, not the model's (``max_tool_failures``),
 the same call emitted turn after turn (``max_identical_calls``), calls discarded under D2
 (``flatten.max_discards``) and P+V resamples that would pass the turn budget.
 """
@@ -29,6 +30,12 @@ class Counters:
     resamples: int = 0
     model_errors: int = 0
     consecutive_errors: int = 0
+    tool_failures: int = 0
+    consecutive_tool_failures: int = 0
+
+
+#: Error results that are the tool's failure, not a model mistake.
+TOOL_FAILURES = frozenset({"timeout", "tool_raised"})
 
 
 class Budgets:
@@ -42,6 +49,7 @@ class Budgets:
         self.count = Counters()
         self.billed_tokens = 0
         self._last_mistake = ""
+        self._last_failure: tuple[str, str] = ("", "")
         self._last_call: tuple[str, str] | None = None
         self._repeats = 0
 
@@ -79,12 +87,22 @@ class Budgets:
                 turn=self.count.turns,
             )
 
-    def outcome(self, is_error: bool, content: str, kind: str | None = None) -> None:
-        """A call's outcome: an error result is a model mistake; a success resets the run. An
-        in-doubt call of a resumed run (``outcome_unknown``) is neither: the run was
-        interrupted, the model did nothing wrong."""
+    def outcome(
+        self, is_error: bool, content: str, kind: str | None = None, tool: str = ""
+    ) -> None:
+        """A call's outcome: an error result is a model mistake, or a tool failure when the
+        tool raised or timed out (``max_tool_failures``); a success resets both. An in-doubt
+        call of a resumed run (``outcome_unknown``) is neither: the run was interrupted, the
+        model did nothing wrong."""
         if kind == "outcome_unknown":
             return
+        if is_error and kind in TOOL_FAILURES:
+            self.count.tool_failures += 1
+            self.count.consecutive_tool_failures += 1
+            self._last_failure = (tool, content)
+            return
+        if not is_error:
+            self.count.consecutive_tool_failures = 0
         if is_error:
             self.count.model_errors += 1
             self.count.consecutive_errors += 1
@@ -100,6 +118,17 @@ class Budgets:
         self.check_errors()
 
     def check_errors(self) -> None:
+        if self.count.consecutive_tool_failures > self.config.max_tool_failures:
+            tool, content = self._last_failure
+            raise UsageLimitExceeded(
+                f"Tool '{tool}' failed: {self.count.consecutive_tool_failures} tool calls in a "
+                f"row raised or timed out (last: {content[:160]}); the budget is "
+                f"max_tool_failures={self.config.max_tool_failures}. The tool failed, not the "
+                "model: fix it or raise its timeout_s, or raise max_tool_failures.",
+                run_id=self.run_id,
+                tool=tool or None,
+                turn=self.count.turns,
+            )
         if self.count.consecutive_errors > self.config.max_model_errors:
             raise UsageLimitExceeded(
                 f"The model made {self.count.consecutive_errors} mistakes in a row (last: "

@@ -66,6 +66,9 @@ class LoopConfig:
     detector: str = "schema_sound"
     max_turns: int = 40
     max_model_errors: int = 3
+    #: Tool calls in a row that raised or timed out (the tool's failure, not a model mistake)
+    #: before the run ends in :class:`~harness.errors.UsageLimitExceeded` naming the tool.
+    max_tool_failures: int = 3
     max_identical_calls: int = 3
     max_window: int = 16
     marker: str = DEFAULT_MARKER

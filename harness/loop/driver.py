@@ -125,6 +125,7 @@ async def run_loop(
     skill = _resolve_skill(manifest, task)
     if skill is not None and isinstance(manifest, Manifest):
         manifest.check_tools(toolset)
+        manifest.check_inputs(skill.name, task.inputs)
     ledger = ledger or Ledger()
     watch = _Abandoned(ledger)
     journaled: JournaledCalls | None = None
@@ -152,6 +153,8 @@ async def run_loop(
         turns=JournaledTurns(journal) if journal is not None else None,
     )
     watch.run_id = state.run_id
+    if journaled is not None:
+        journaled.turn_of = state.emitted_turn
     started = time.monotonic()
     answer: str | None = None
     error: str | None = "Cancelled: the run was stopped before it ended"
@@ -249,6 +252,8 @@ def _extra(
 ) -> dict[str, object]:
     """What the summary adds: calls whose threads still run, and what the journal replayed."""
     extra: dict[str, object] = dict(state.extra)
+    if state.count.tool_failures:
+        extra["tool_failures"] = state.count.tool_failures
     unsettled = [c for c, t in watch.threads.items() if not t.done]
     if unsettled:
         extra["unsettled_calls"] = unsettled
@@ -260,6 +265,9 @@ def _extra(
             "replayed": list(journaled.replayed),
             "retried": list(journaled.retried),
             "unknown": list(journaled.unknown),
+            # Every call that was ever in doubt, attempt by attempt (in doubt at 1,
+            # outcome_unknown at 2, replayed at 3): a later attempt never hides it.
+            "history": journal.state.eventful(),
         }
     return extra
 

@@ -46,7 +46,7 @@ from harness.loop.input_enums import (
 from harness.loop.policy import PolicyStrategy
 from harness.loop.transcript import Transcript
 from harness.manifest import Skill
-from harness.speculation import SpecStats
+from harness.speculation import SpecStats, draft_calls
 from harness.task import Task
 from harness.tools import Toolset
 from harness.window import Window
@@ -144,11 +144,42 @@ class RunState:
             if replayed is not None:
                 return replayed
         completion = await guarded_generate(
-            self.engine, self.messages, self.specs, settings, run_id=self.run_id, turn=turn
+            self.engine,
+            self.messages,
+            self.specs,
+            self.drafted(settings),
+            run_id=self.run_id,
+            turn=turn,
         )
         if journaled is not None:
             journaled.record(turn, purpose, self.messages, self.specs, settings, completion)
         return completion
+
+    def drafted(self, settings: GenerationSettings) -> GenerationSettings:
+        """``settings`` with the calls this turn may emit as drafts, for an engine with
+        drafted decoding (``engine.drafts_calls``): predicted from the manifest, the task
+        inputs and the visible results, never from the policy's gold calls
+        (:func:`harness.speculation.draft_calls`). The tokens generated do not change; the
+        journal records the settings without them."""
+        if self.skill is None or not getattr(self.engine, "drafts_calls", False):
+            return settings
+        marker = self.config.marker
+        messages = self.messages
+        visible = [
+            str(m.get("content", ""))
+            for m in messages
+            if m.get("role") == "tool" and str(m.get("content", "")) != marker
+        ]
+        made = [ToolCall.from_openai(c) for m in messages for c in m.get("tool_calls") or ()]
+        drafts = draft_calls(
+            self.skill.phases,
+            self.toolset,
+            self.task.inputs,
+            visible,
+            made,
+            max_window=self.config.max_window,
+        )
+        return replace(settings, draft_calls=drafts) if drafts else settings
 
     def narrowed(self, settings: GenerationSettings) -> GenerationSettings:
         """``settings`` with the reply grammar narrowed to the open slots (``open_slots``;
@@ -209,6 +240,10 @@ class RunState:
             self._emitted_turn[c.id] = self.turn
         return replace(completion, tool_calls=calls)
 
+    def emitted_turn(self, call_id: str) -> int | None:
+        """The turn that emitted ``call_id`` (None for a call the model did not emit)."""
+        return self._emitted_turn.get(call_id)
+
     def _next_id(self) -> str:
         while True:  # skip the ids a continued history already uses
             call_id = f"call_{next(self._ids)}"
@@ -262,7 +297,7 @@ class RunState:
         """A call's outcome: kept, counted against the mistake budget, and recorded."""
         self.results[call.id] = result
         self.calls.append(call)
-        self.budgets.outcome(result.is_error, result.content, result.error_kind)
+        self.budgets.outcome(result.is_error, result.content, result.error_kind, call.name)
         self.ledger.emit(
             CallRecord(
                 run_id=self.run_id,

@@ -12,11 +12,17 @@ write at most once per key — a second call with the same key returns the first
 and changes nothing — as a payment API with an ``Idempotency-Key`` header does; a resumed run
 (:mod:`harness.journal`) may then retry any call whose outcome is in doubt. ``hook(point)`` is
 called at ``"before_write"`` and ``"after_write"`` of every write (fault injection).
+``ground_truth``: a plain file outside the store and the harness where every write lands
+first: one line, its :func:`write_id` (and its key, tab-separated), appended and ``fsync``'d
+before the store's transaction — the external side effect, the store only the documents'
+state. A keyed write whose key the file holds already is not appended again (the file is the
+system of record that drops duplicates). The crash benchmark's ``--ground-truth file``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -105,20 +111,53 @@ def durable_toolset(
     keyed: bool = True,
     latency: Latency | float | None = None,
     hook: Hook | None = None,
+    ground_truth: Path | None = None,
 ) -> Toolset:
     """The workspace tools over ``store`` (see the module docstring); ``latency`` as for
     :func:`~harness.toolsets.workspace.make_toolset`."""
     template = make_toolset(WorkspaceState([]))
     lat = Latency.of(latency)
-    tools = [_durable(t, store, keyed, lat, hook or _no_hook) for t in template.values()]
+    tools = [
+        _durable(t, store, keyed, lat, hook or _no_hook, ground_truth) for t in template.values()
+    ]
     return Toolset(tools, name="workspace")
+
+
+def _file_holds_key(path: Path, key: str) -> bool:
+    if not path.exists():
+        return False
+    with path.open(encoding="utf-8") as f:
+        return any(line.rstrip("\n").endswith("\t" + key) for line in f)
+
+
+def _land(path: Path, write: str, key: str | None) -> None:
+    """The write's external effect: its line in the ground-truth file (once per key)."""
+    if key is not None and _file_holds_key(path, key):
+        return
+    _append_fsynced(path, write + (f"\t{key}" if key is not None else ""))
+
+
+def _append_fsynced(path: Path, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _no_hook(point: str) -> None:
     return None
 
 
-def _durable(original: Tool, store: DurableStore, keyed: bool, lat: Latency, hook: Hook) -> Tool:
+def _durable(
+    original: Tool,
+    store: DurableStore,
+    keyed: bool,
+    lat: Latency,
+    hook: Hook,
+    ground_truth: Path | None,
+) -> Tool:
     name = original.name
     writes = not original.effect.read_only
 
@@ -129,6 +168,8 @@ def _durable(original: Tool, store: DurableStore, keyed: bool, lat: Latency, hoo
         delay = lat.draw(name, kwargs)
         if delay > 0:
             await anyio.sleep(delay)
+        if writes and ground_truth is not None:
+            _land(ground_truth, write_id(name, kwargs), key if keyed else None)
         with store.transaction() as db:  # no await inside: one step, like the in-memory store
             if writes and keyed and key is not None:
                 seen = db.execute("SELECT result FROM keys WHERE key = ?", (key,)).fetchone()

@@ -24,10 +24,10 @@ import anyio
 from hypothesis import reject
 from hypothesis import strategies as st
 
-from harness._certkit_base import Falsified, KitView, tool_call
-from harness._certkit_report import ClaimResult, Counterexample, Outcome
 from harness.calls import execute_call
 from harness.certify.d1 import conflicts_with
+from harness.certkit._base import Falsified, KitView, tool_call
+from harness.certkit._report import ClaimResult, Counterexample, Outcome
 from harness.tools import Toolset
 
 __all__ = ("check_speculable",)

@@ -19,10 +19,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from harness._certkit_base import Call, Falsified, KitView, tool_call
-from harness._certkit_report import ClaimResult, Counterexample, Outcome
 from harness.certify import Certificate
 from harness.certify.d2 import dependent_edge
+from harness.certkit._base import Call, Falsified, KitView, tool_call
+from harness.certkit._report import ClaimResult, Counterexample, Outcome
 from harness.manifest import Skill
 from harness.window import Windows
 

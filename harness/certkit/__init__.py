@@ -6,21 +6,31 @@ by hypothesis from each tool's JSON Schema:
 
 ``read_only``       a call leaves the state fingerprint unchanged;
 ``idempotent``      calling twice leaves the same state and returns the same result as once;
-``write_targets``   a call changes no resource outside its declared write targets;
-``targets_canonical`` a call and an aliasing variant of it (a target argument spelled
-                    another way: case, Unicode, whitespace, path or numeric form, see
-                    :mod:`harness._certkit_aliases`) that change the same resource declare
-                    overlapping write targets (the ``canonical=`` fold covers the store's);
+``write_targets``   a call changes no resource outside its declared write targets (a
+                    declared target *contains* what the store reports changed, by the
+                    certifier's own rule, :func:`harness.conflicts.contains`: ``doc:a``
+                    contains ``doc:a/status``, ``todos`` contains a minted ``todos:17``);
+``targets_canonical`` a call and another spelling of it (a target argument spelled another
+                    way by its type: the same instant in another offset, a path form, case,
+                    Unicode, a nested leaf; :mod:`harness.certkit._aliases`) that change the
+                    same resource declare overlapping write targets;
+``identity``        a tool's ``identity=`` function (its store's key) is idempotent where it
+                    keeps the type, and gives two spellings of one record one identity;
 ``commutes``        every window the certifier certifies, run concurrently in random start
                     orders and interleavings, gives the same results and final state as the
                     serial run in emitted order (windows of each fan-out phase of the
-                    manifest, and of one synthetic fan-out phase over every tool);
+                    manifest, and of one synthetic fan-out phase over every tool); most
+                    windows are constructed so that calls share argument values, as they are,
+                    spelled another way, or taken from another call's result;
 ``D2``              no certified window holds a call whose argument the manifest marks as a
                     result of another call of that window (batch and online certification).
 
-Arguments that feed targets are also drawn as aliasing variants of their example values, so
-``commutes`` meets windows such as ``write("a")`` beside ``write("A")``. A sync tool's call is
-judged only after its thread has ended (a call abandoned on timeout may still write).
+The kit knows the argument types: for an argument that feeds a target and has no example
+values it starts from values of its type (date-times, paths, Unicode-rich names, models),
+and it draws every example beside its other spellings, so no claim needs values from the
+user. The declared targets are always :meth:`harness.tools.Tool.footprint`'s, and they are
+matched hierarchically, as the certifier matches them. A sync tool's call is judged only
+after its thread has ended (a call abandoned on timeout may still write).
 
 A false claim is shrunk by hypothesis to a minimal counterexample and reported with the tool,
 the claim, the arguments, the two outcomes that differ and what to change.
@@ -55,15 +65,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness._certkit_contract import CertifiableToolset, as_certifiable, load_certifiable
-from harness._certkit_report import (
+from harness.certify import Detector
+from harness.certkit._contract import CertifiableToolset, as_certifiable, load_certifiable
+from harness.certkit._report import (
     CertificationReport,
     ClaimResult,
     ClaimStatus,
     Counterexample,
     Outcome,
 )
-from harness.certify import Detector
 from harness.errors import ConfigError
 from harness.manifest import Manifest, load_manifest
 
@@ -118,7 +128,7 @@ def check_toolset(
         raise ConfigError(f"max_window must be at least 2, got {max_window}.")
     _refuse_running_loop()
     try:
-        from harness._certkit_checks import Kit
+        from harness.certkit._kit import Kit
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("hypothesis"):
             raise ConfigError(

@@ -1,4 +1,8 @@
-"""The claims :mod:`harness.certkit` checks, as hypothesis properties over real executions.
+"""The kit that runs the claims :mod:`harness.certkit` checks, as hypothesis properties over
+real executions, and the per-tool claims (``read_only``, ``idempotent``, ``write_targets``).
+The other claims live beside it, one module each: :mod:`~harness.certkit._canonical`
+(``targets_canonical``, ``identity``), :mod:`~harness.certkit._commutes`,
+:mod:`~harness.certkit._d2`, :mod:`~harness.certkit._speculable`.
 
 :class:`Kit` holds one toolset under test: its contract, the tools bound to a first fresh
 state (for schemas and effects only), an argument strategy per tool, and the hypothesis
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,17 +33,30 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
-from harness._certkit_aliases import alias_table, check_targets_canonical, target_arguments
-from harness._certkit_base import Call, Falsified, changed_resources, tool_call
-from harness._certkit_contract import CertifiableToolset
-from harness._certkit_d2 import check_d2
-from harness._certkit_report import ClaimName, ClaimResult, Counterexample, Outcome
-from harness._certkit_speculable import check_speculable
 from harness._schema_strategies import arguments_strategy
 from harness.calls import ToolResult, execute_call
-from harness.certify import Certificate, Detector, SchemaSoundDetector
-from harness.certify.d1 import conflicts_with
-from harness.certify.d2 import placeholder_failure
+from harness.certify import Detector, SchemaSoundDetector
+from harness.certkit._aliases import alias_table, seed_table, target_arguments
+from harness.certkit._base import (
+    Call,
+    Falsified,
+    Observed,
+    Snapshot,
+    change_lines,
+    changed_resources,
+    declared_writes,
+    not_covered,
+    not_overlapping,
+    outcome_text,
+    short,
+    tool_call,
+)
+from harness.certkit._canonical import check_identity, check_targets_canonical, identity_arguments
+from harness.certkit._commutes import check_commutes
+from harness.certkit._contract import CertifiableToolset
+from harness.certkit._d2 import check_d2
+from harness.certkit._report import ClaimName, ClaimResult, Counterexample, Outcome
+from harness.certkit._speculable import check_speculable
 from harness.engines.base import ToolCall
 from harness.engines.batch import gather
 from harness.errors import ToolsetError
@@ -50,28 +67,6 @@ __all__ = ("Falsified", "Kit")
 
 Job = Callable[[], ClaimResult]
 SYNTHETIC = "all tools"
-#: A commutation claim gets this many times the examples of a per-tool claim: the space of
-#: windows (tools x arguments x schedules) is much larger than one tool's arguments.
-COMMUTES_FACTOR = 2
-DEPENDENCY_FIX = (
-    "if one call's argument comes from another call's result, mark it result:PHASE in the "
-    "manifest (D2); if they share a resource, declare it in write/read targets (D1)."
-)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    fingerprint: Hashable | None
-    resources: Mapping[str, Hashable] | None
-
-
-@dataclass(frozen=True)
-class Observed:
-    """What running calls on a fresh state gave: their results, the state before and after."""
-
-    results: tuple[ToolResult, ...]
-    before: Snapshot
-    after: Snapshot
 
 
 async def _serial(toolset: Toolset, calls: Sequence[ToolCall]) -> tuple[ToolResult, ...]:
@@ -110,35 +105,6 @@ def _settle(results: Sequence[ToolResult]) -> None:
                 "tool return, or raise its timeout_s.",
                 tool=result.name,
             )
-
-
-def _outcome_text(result: ToolResult) -> str:
-    return result.content
-
-
-def _short(value: Hashable | None) -> str | None:
-    if value is None:
-        return None
-    text = value if isinstance(value, str) else repr(value)
-    return text[:12] if isinstance(value, str) and len(text) >= 32 else text[:60]
-
-
-_changed = changed_resources
-
-
-def _clip(value: Any, width: int = 60) -> str:
-    text = "(absent)" if value is None else value if isinstance(value, str) else repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _change_lines(
-    before: Mapping[str, Hashable] | None, after: Mapping[str, Hashable] | None, keys: set[str]
-) -> tuple[str, ...]:
-    if before is None or after is None:
-        return ()
-    return tuple(
-        f"changed {k}: {_clip(before.get(k))} → {_clip(after.get(k))}" for k in sorted(keys)
-    )
 
 
 def _find_falsified(exc: BaseException) -> Falsified | None:
@@ -200,6 +166,9 @@ class Kit:
         )
         strategies: dict[str, st.SearchStrategy[Any]] = {}
         errors: dict[str, str] = {}
+        # arguments that feed targets and have no example values start from the kit's own
+        # values for their type; every example gets its other spellings beside it
+        examples_table = {**seed_table(toolset, examples_table), **examples_table}
         aliases = alias_table(toolset, examples_table)
         for name, tool in toolset.items():
             try:
@@ -370,6 +339,8 @@ class Kit:
             claims.append("write_targets")
             if target_arguments(tool):
                 claims.append("targets_canonical")
+        if identity_arguments(tool):
+            claims.append("identity")
         if not effect.annotated:
             self.notes.append(f"'{name}' is unannotated: it claims nothing (worst case)")
         for claim in claims:
@@ -382,6 +353,8 @@ class Kit:
                 yield functools.partial(self.check_idempotent, name)
             elif claim == "targets_canonical":
                 yield functools.partial(check_targets_canonical, self, name)
+            elif claim == "identity":
+                yield functools.partial(check_identity, self, name)
             else:
                 yield functools.partial(self.check_write_targets, name)
         if effect.speculable and not effect.read_only:  # read-only tools need no opt-in
@@ -403,7 +376,7 @@ class Kit:
             return "the toolset has no resources(state) to diff"
         return ""
 
-    def _eligible(self, names: Sequence[str]) -> list[str]:
+    def eligible(self, names: Sequence[str]) -> list[str]:
         return [
             n
             for n in names
@@ -415,7 +388,7 @@ class Kit:
 
     def _window_jobs(self, manifest: Manifest | None) -> Iterator[Job]:
         phases: list[tuple[str, Phase]] = []
-        everything = self._eligible(list(self.toolset))
+        everything = self.eligible(list(self.toolset))
         if everything:
             # an argument the manifest marks as a result of its own fan-out phase stays out of
             # the synthetic windows too, as the certifier keeps it out of that phase's windows
@@ -433,7 +406,7 @@ class Kit:
         seen = {tuple(everything)}
         for skill in manifest.skills.values() if manifest else ():
             for phase in skill.phases:
-                tools = tuple(self._eligible(phase.tools))
+                tools = tuple(self.eligible(phase.tools))
                 if phase.is_fan_out and tools and tools not in seen:
                     seen.add(tools)
                     phases.append((f"{skill.name}.{phase.name}", phase))
@@ -449,7 +422,7 @@ class Kit:
                     ClaimResult, "commutes", "unverified", 0, None, label, reason
                 )
             else:
-                yield functools.partial(self.check_commutes, label, phase)
+                yield functools.partial(check_commutes, self, label, phase)
 
     # ------------------------------------------------------------------ per-tool claims
 
@@ -458,18 +431,18 @@ class Kit:
             run = self.once(name, arguments)
             if run.before.fingerprint == run.after.fingerprint:
                 return
-            changed = _changed(run.before.resources, run.after.resources)
-            lines = _change_lines(run.before.resources, run.after.resources, changed)
+            changed = changed_resources(run.before.resources, run.after.resources)
+            lines = change_lines(run.before.resources, run.after.resources, changed)
             wrote = f" (it wrote {', '.join(sorted(changed))})" if changed else ""
             raise Falsified(
                 Counterexample(
                     calls=((name, arguments),),
                     message=f"'{name}' is annotated read-only but this call changed the state{wrote}.",
-                    expected=Outcome("state before the call", (), _short(run.before.fingerprint)),
+                    expected=Outcome("state before the call", (), short(run.before.fingerprint)),
                     actual=Outcome(
                         "state after the call",
-                        (_outcome_text(run.results[0]),),
-                        _short(run.after.fingerprint),
+                        (outcome_text(run.results[0]),),
+                        short(run.after.fingerprint),
                         lines,
                     ),
                     fix=f"Drop read_only=True from '{name}' and declare what it writes "
@@ -488,7 +461,7 @@ class Kit:
             once = self.once(name, arguments)
             twice = self.execute([(name, arguments), (name, arguments)])
             same_state = once.after.fingerprint == twice.after.fingerprint
-            same_result = _outcome_text(once.results[0]) == _outcome_text(twice.results[1])
+            same_result = outcome_text(once.results[0]) == outcome_text(twice.results[1])
             if same_state and same_result:
                 return
             what = " and ".join(
@@ -499,7 +472,7 @@ class Kit:
                 )
                 if bad
             )
-            changed = _changed(once.after.resources, twice.after.resources)
+            changed = changed_resources(once.after.resources, twice.after.resources)
             if tool.effect.read_only:
                 fix = f"Drop read_only=True from '{name}' (read-only implies idempotent), or make it stop writing"
             else:
@@ -516,17 +489,17 @@ class Kit:
                     message=f"'{name}' is annotated {annotated} but calling it twice gives {what} than calling it once.",
                     expected=Outcome(
                         "called once",
-                        (_outcome_text(once.results[0]),),
-                        _short(once.after.fingerprint),
+                        (outcome_text(once.results[0]),),
+                        short(once.after.fingerprint),
                     ),
                     actual=Outcome(
                         "called twice (results of the first and the second call)",
-                        tuple(_outcome_text(r) for r in twice.results),
-                        _short(twice.after.fingerprint),
+                        tuple(outcome_text(r) for r in twice.results),
+                        short(twice.after.fingerprint),
                         tuple(
                             line.replace("changed ", "differs ", 1).replace(" → ", " (once) vs ", 1)
                             + " (twice)"
-                            for line in _change_lines(
+                            for line in change_lines(
                                 once.after.resources, twice.after.resources, changed
                             )
                         ),
@@ -540,7 +513,7 @@ class Kit:
     def _idempotent_by_results(self, name: str) -> ClaimResult:
         def body(arguments: Mapping[str, Any]) -> None:
             run = self.execute([(name, arguments), (name, arguments)])
-            first, second = (_outcome_text(r) for r in run.results)
+            first, second = (outcome_text(r) for r in run.results)
             if first == second:
                 return
             raise Falsified(
@@ -564,16 +537,16 @@ class Kit:
         return result
 
     def check_write_targets(self, name: str) -> ClaimResult:
-        effect = self.toolset[name].effect
+        tool = self.toolset[name]
 
         def body(arguments: Mapping[str, Any]) -> None:
-            declared = effect.targets(arguments)
+            declared = declared_writes(tool, arguments)
             if declared is None:
                 reject()  # the targets are unknown for these arguments: no claim to check
             assert declared is not None
             run = self.once(name, arguments)
-            changed = _changed(run.before.resources, run.after.resources)
-            outside = changed - declared
+            changed = changed_resources(run.before.resources, run.after.resources)
+            outside = not_covered(changed, declared)
             unseen = not changed and run.before.fingerprint != run.after.fingerprint
             if not outside and not unseen:
                 return
@@ -592,6 +565,13 @@ class Kit:
                     f"Add {sorted(outside)} (as templates over the arguments) to the "
                     f"write_targets of '{name}', or make the tool stop writing them."
                 )
+                coarse = sorted(not_overlapping(outside, declared) ^ outside)
+                if coarse:  # the store reports a resource that holds a declared target
+                    fix += (
+                        f" The store reports {coarse}, which holds what '{name}' declares: "
+                        "if the call wrote only the declared part, make resources(state) "
+                        "report resources as finely as the targets name them."
+                    )
             raise Falsified(
                 Counterexample(
                     calls=((name, arguments),),
@@ -601,209 +581,15 @@ class Kit:
                     ),
                     actual=Outcome(
                         "what the call changed",
-                        (_outcome_text(run.results[0]),),
-                        _short(run.after.fingerprint),
-                        _change_lines(run.before.resources, run.after.resources, changed),
+                        (outcome_text(run.results[0]),),
+                        short(run.after.fingerprint),
+                        change_lines(run.before.resources, run.after.resources, changed),
                     ),
                     fix=fix,
                 )
             )
 
         return self._result("write_targets", self.strategies[name], body, tool=name)
-
-    # ----------------------------------------------------------------- window claims
-
-    def draw_window(self, data: st.DataObject, phase: Phase) -> list[Call]:
-        """A window the detector certifies in ``phase``: calls are drawn one by one and a
-        call that would break D1/D2 is left out (rejects when fewer than two remain)."""
-        tools = self._eligible(phase.tools)
-        size = data.draw(st.integers(2, self.max_window), label="window size")
-        window: list[Call] = []
-        calls: list[ToolCall] = []
-        for _ in range(size):
-            name = data.draw(st.sampled_from(tools), label="tool")
-            arguments = data.draw(self.strategies[name], label=f"{name} arguments")
-            call = tool_call(len(calls), name, arguments)
-            if placeholder_failure(phase, call) or conflicts_with(self.toolset, calls, call):
-                continue
-            window.append((name, arguments))
-            calls.append(call)
-        if len(window) < 2:
-            reject()
-        if not isinstance(self.detector.certify(self.toolset, calls, phase, {}), Certificate):
-            reject()
-        return window
-
-    def check_commutes(self, label: str, phase: Phase) -> ClaimResult:
-        def body(data: st.DataObject) -> None:
-            window = self.draw_window(data, phase)
-            order = data.draw(st.permutations(range(len(window))), label="start order")
-            yields = data.draw(
-                st.lists(st.integers(0, 3), min_size=len(window), max_size=len(window)),
-                label="yields before each call",
-            )
-            serial = self.execute(window)
-            expected = [_outcome_text(r) for r in serial.results]
-            # the drawn schedule, then the emitted order reversed (the likeliest to differ)
-            reverse = list(range(len(window)))[::-1]
-            for start, pauses in ((order, yields), (reverse, [0] * len(window))):
-                concurrent = self.execute(window, order=start, yields=pauses)
-                got = [_outcome_text(r) for r in concurrent.results]
-                if got != expected or serial.after.fingerprint != concurrent.after.fingerprint:
-                    raise Falsified(
-                        self._commutation_counterexample(window, start, pauses, serial, concurrent)
-                    )
-
-        return self._result(
-            "commutes",
-            st.data(),
-            body,
-            examples=COMMUTES_FACTOR * self.examples,
-            phase=label,
-            empty="no window of 2+ calls certifies in this phase, so none runs concurrently",
-        )
-
-    def _commutation_counterexample(
-        self,
-        window: list[Call],
-        order: Sequence[int],
-        yields: Sequence[int],
-        serial: Observed,
-        concurrent: Observed,
-    ) -> Counterexample:
-        differing = [
-            i
-            for i, (x, y) in enumerate(zip(serial.results, concurrent.results, strict=True))
-            if _outcome_text(x) != _outcome_text(y)
-        ]
-        state_differs = serial.after.fingerprint != concurrent.after.fingerprint
-        parts = (
-            [f"the results of {', '.join(f'#{i} {window[i][0]}' for i in differing)}"]
-            if differing
-            else []
-        )
-        if state_differs:
-            parts.append("the final state")
-        names = sorted({window[i][0] for i in differing} or {n for n, _ in window})
-        message = (
-            f"A certified window of {len(window)} calls is not order-independent: "
-            f"{' and '.join(parts)} differ between the serial run and a concurrent one "
-            f"({', '.join(repr(n) for n in names)})."
-        )
-        state_lines = _change_lines(
-            serial.after.resources,
-            concurrent.after.resources,
-            _changed(serial.after.resources, concurrent.after.resources),
-        )
-        return Counterexample(
-            calls=tuple(window),
-            message=message,
-            expected=Outcome(
-                "serial, in emitted order",
-                tuple(_outcome_text(r) for r in serial.results),
-                _short(serial.after.fingerprint),
-            ),
-            actual=Outcome(
-                f"concurrent, started in order {list(order)} with {list(yields)} scheduler yields",
-                tuple(_outcome_text(r) for r in concurrent.results),
-                _short(concurrent.after.fingerprint),
-                tuple(
-                    line.replace("changed ", "differs ", 1).replace(" → ", " (serial) vs ", 1)
-                    + " (concurrent)"
-                    for line in state_lines
-                ),
-            ),
-            fix=self._commutation_fix(window, differing, serial),
-        )
-
-    def _commutation_fix(self, window: list[Call], differing: list[int], serial: Observed) -> str:
-        """What to change: undeclared writes (seen through ``resources``), else undeclared
-        reads or the general advice, with the D2 alternative (a result the manifest does not
-        mark as one), first when an argument of one call is a value another call returns."""
-        advice, seen_writing = self._targets_fix(window, differing)
-        if seen_writing:
-            return advice
-        used = _result_as_argument(window, [_outcome_text(r) for r in serial.results])
-        if used:
-            return f"{used}{DEPENDENCY_FIX} {advice}"
-        return f"{advice} {DEPENDENCY_FIX[:1].upper()}{DEPENDENCY_FIX[1:]}"
-
-    def _targets_fix(self, window: list[Call], differing: list[int]) -> tuple[str, bool]:
-        """The advice, and whether ``resources`` showed a call writing what it does not declare."""
-        if self.cert.resources is not None:
-            writes: list[set[str]] = []
-            undeclared = []
-            for name, arguments in window:
-                run = self.once(name, arguments)
-                changed = _changed(run.before.resources, run.after.resources)
-                writes.append(changed)
-                extra = changed - (self.toolset[name].effect.targets(arguments) or frozenset())
-                if extra:
-                    undeclared.append(f"'{name}' writes {sorted(extra)}, which it does not declare")
-            if undeclared:
-                return (
-                    "; ".join(undeclared) + ": declare them as write targets (then D1 keeps these "
-                    "calls apart), or stop the tool writing them.",
-                    True,
-                )
-            for i in differing:
-                name, arguments = window[i]
-                others = set().union(*(w for j, w in enumerate(writes) if j != i))
-                unread = others - (self.toolset[name].effect.reads(arguments) or frozenset())
-                if unread:
-                    return (
-                        f"'{name}' returns a different result when another call of the window "
-                        f"writes {sorted(unread)}, which '{name}' does not declare as read "
-                        f"targets: add what it really reads to its read_targets (then D1 keeps "
-                        "it apart from those writes), or make it read only what it declares.",
-                        False,
-                    )
-        names = sorted({n for n, _ in window})
-        who = (
-            f"'{names[0]}'" if len(names) == 1 else "one of " + " and ".join(repr(n) for n in names)
-        )
-        return (
-            f"These calls certified as independent (their declared targets are disjoint) but do "
-            f"not commute, so {who} touches state it does not declare. If a result depends on "
-            "hidden state (a counter, a clock, the order of calls), make it depend only on the "
-            "arguments and the declared targets, or declare that state as a write target of "
-            "every call that touches it; if a call reads what another writes, add it to its "
-            "read_targets.",
-            False,
-        )
-
-
-def _leaves(value: Any) -> Iterator[Any]:
-    """The scalar values in a decoded JSON result."""
-    if isinstance(value, dict | list):
-        for inner in value.values() if isinstance(value, dict) else value:
-            yield from _leaves(inner)
-    elif not isinstance(value, bool):
-        yield value
-
-
-def _decoded(content: str) -> Any:
-    try:
-        return json.loads(content)
-    except json.JSONDecodeError:
-        return content
-
-
-def _result_as_argument(window: Sequence[Call], results: Sequence[str]) -> str:
-    """A sentence when an argument of one call is a value another call of the window returns
-    (serially): likely a result the manifest does not mark as one; else ``""``."""
-    leaves = [set(_leaves(_decoded(r))) for r in results]
-    for i, (name, arguments) in enumerate(window):
-        for argument, value in sorted(arguments.items()):
-            if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
-                continue
-            for j, (other, _) in enumerate(window):
-                if j != i and value in leaves[j]:
-                    return (
-                        f"#{i} '{name}' gets {argument}={json.dumps(value)}, which #{j} '{other}' "
-                        "returns: "
-                    )
-    return ""
 
 
 def _call_contract(what: str, fn: Callable[[Any], Any] | None, argument: Any) -> Any:

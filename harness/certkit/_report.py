@@ -20,7 +20,14 @@ __all__ = (
 )
 
 ClaimName = Literal[
-    "read_only", "idempotent", "write_targets", "targets_canonical", "commutes", "D2", "speculable"
+    "read_only",
+    "idempotent",
+    "write_targets",
+    "targets_canonical",
+    "identity",
+    "commutes",
+    "D2",
+    "speculable",
 ]
 ClaimStatus = Literal["passed", "FALSE", "unverified"]
 
@@ -31,6 +38,7 @@ CLAIMS: Mapping[str, str] = {
     "targets_canonical": (
         "two spellings of an argument that change one resource declare overlapping targets"
     ),
+    "identity": ("the store's identity= function is idempotent and gives one record one identity"),
     "commutes": "certified windows run concurrently in any order equal the serial run",
     "D2": "no certified window holds a call that needs a result of that window",
     "speculable": "run twice with one key, or before a call it commutes with, changes nothing",

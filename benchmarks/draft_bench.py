@@ -1,0 +1,224 @@
+"""``python -m harness.benchmarks.draft_bench``: drafted decoding of tool-call windows.
+
+Speculative decoding lets the engine verify a draft of the next tokens in one forward pass;
+under greedy decoding the output is the same tokens. This measures, on the real in-process
+engine, what each proposer (``--proposers``: ``none``, vLLM's ``ngram``, the harness's
+``window``, :mod:`harness.engines.window_drafts`) does to a fan-out window's decode:
+
+* **cells**: K survey tasks (one fan-out window of n reads whose keys are task inputs) run
+  concurrently on one engine under each arm (``--arms``, default S, F, P) and policy
+  (``--policies``, default gold: the engine is constrained to the gold calls, so every
+  proposer and arm emits the same text; ``model``: the model chooses, the lossless check
+  bites), tool latency 0 (decode is what is measured);
+* **every proposer's engine is open at once** and a cell runs on each of them back to back
+  (in an order rotated per repetition), so their walls are compared under the same load;
+* per job: wall, decode seconds and generated tokens of its turns (decode tokens/s), and the
+  engine's draft counters over the cell (drafts, drafted and accepted tokens: acceptance rate
+  and tokens per verification step);
+* **lossless**: each job's calls (tool and argument text, in order), answer and generated
+  token counts per turn are compared with the ``none`` engine's; any difference is counted
+  and printed.
+
+Results: ``OUT/results.jsonl`` (one row per job), ``OUT/report.md`` (per arm, n and K: median
+wall and decode tokens/s per proposer, their ratio to ``none``, acceptance, mismatches).
+Run it alone on a quiet machine: walls beside other work are noise (the ratios within a cell
+less so, the acceptance counts not at all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from harness.benchmarks.spec_bench import run_cell, survey_task
+from harness.benchmarks.tasks import WorkloadTask
+from harness.toolsets.workspace import load_workspace_manifest
+
+__all__ = ("PROPOSERS", "main", "summarise")
+
+PROPOSERS = ("none", "ngram", "window")
+DEFAULT_OUT = Path("benchmarks/results/draft")
+
+
+def _signature(job: dict[str, Any]) -> list[Any]:
+    """What the model generated: calls (tool, argument text) in order, the answer, and the
+    generated tokens of each turn."""
+    calls = [(c["tool"], c["arguments"]) for c in job["calls"]]
+    tokens = [t.get("completion_tokens") for t in job["turns"]]
+    return [calls, job.get("answer"), tokens]
+
+
+def _row(job: dict[str, Any], cell: dict[str, Any], proposer: str) -> dict[str, Any]:
+    turns = job["turns"]
+    decode_s = sum(t.get("decode_s") or 0.0 for t in turns)
+    generated = sum(t.get("completion_tokens") or 0 for t in turns)
+    return {
+        **cell,
+        "proposer": proposer,
+        "task_id": job["task_id"],
+        "arm": job["label"],
+        "success": job["success"],
+        "error": job["error"],
+        "wall_s": job["summary"].get("wall_s"),
+        "engine_s": job["summary"].get("engine_s"),
+        "decode_s": decode_s,
+        "generated_tokens": generated,
+        "signature": _signature(job),
+    }
+
+
+async def _cell(
+    engine: Any, tasks: Sequence[WorkloadTask], label: str, policy: str, manifest: Any
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    before = engine.draft_stats
+    jobs = await run_cell(engine, tasks, label, 0.0, 0, manifest, policy=policy)
+    delta = engine.draft_stats - before
+    counts = {
+        "drafts": delta.drafts,
+        "draft_tokens": delta.draft_tokens,
+        "accepted_tokens": delta.accepted_tokens,
+    }
+    return sorted(jobs, key=lambda j: j["task_id"]), counts
+
+
+async def measure(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
+    from harness.engines.vllm import open_default_engine
+
+    manifest = load_workspace_manifest()
+    rows: list[dict[str, Any]] = []
+    async with AsyncExitStack() as stack:
+        engines = {}
+        for proposer in args.proposers:
+            print(f"starting the {proposer} engine…", flush=True)
+            engines[proposer] = await stack.enter_async_context(
+                open_default_engine(speculate=proposer)
+            )
+        with (out / "results.jsonl").open("a", encoding="utf-8") as sink:
+            for rep in range(args.reps):
+                for k in args.concurrency:
+                    for n in args.n:
+                        tasks = [survey_task(n, copy, seed=rep) for copy in range(k)]
+                        for policy in args.policies:
+                            for label in args.arms:
+                                order = list(args.proposers)
+                                shift = rep % len(order)
+                                for proposer in order[shift:] + order[:shift]:
+                                    cell = {"K": k, "n": n, "rep": rep, "policy": policy}
+                                    jobs, counts = await _cell(
+                                        engines[proposer], tasks, label, policy, manifest
+                                    )
+                                    for job in jobs:
+                                        row = {**_row(job, cell, proposer), **counts}
+                                        rows.append(row)
+                                        sink.write(json.dumps(row, default=str) + "\n")
+                                        sink.flush()
+                                    print(
+                                        f"K={k} n={n} rep={rep} {policy} {label:<7} "
+                                        f"{proposer:<6} wall "
+                                        f"{statistics.median(r['wall_s'] or 0 for r in rows[-k:]):6.2f} s"
+                                        f"  accepted {counts['accepted_tokens']}/"
+                                        f"{counts['draft_tokens']}",
+                                        flush=True,
+                                    )
+    return rows
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> str:
+    """The report: per (policy, arm, K, n), median wall and decode tokens/s per proposer,
+    ratios to ``none``, acceptance, and lossless mismatches."""
+    groups: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for r in rows:
+        groups[(r["policy"], r["arm"], r["K"], r["n"])][r["proposer"]].append(r)
+    baseline: dict[tuple[Any, ...], Any] = {
+        (r["policy"], r["arm"], r["K"], r["n"], r["rep"], r["task_id"]): r["signature"]
+        for r in rows
+        if r["proposer"] == "none"
+    }
+    mismatches = 0
+    checked = 0
+    for r in rows:
+        key = (r["policy"], r["arm"], r["K"], r["n"], r["rep"], r["task_id"])
+        if r["proposer"] != "none" and key in baseline:
+            checked += 1
+            mismatches += r["signature"] != baseline[key]
+    lines = [
+        "| policy | arm | K | n | proposer | wall s | decode tok/s | wall / none | "
+        "accepted / drafted | tokens per step |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for (policy, arm, k, n), by in sorted(groups.items()):
+        base = by.get("none")
+        base_wall = statistics.median(r["wall_s"] for r in base) if base else None
+        for proposer in PROPOSERS:
+            runs = by.get(proposer)
+            if not runs:
+                continue
+            wall = statistics.median(r["wall_s"] for r in runs)
+            rate = statistics.median(
+                r["generated_tokens"] / r["decode_s"] for r in runs if r["decode_s"]
+            )
+            drafted = sum(r["draft_tokens"] for r in runs)
+            accepted = sum(r["accepted_tokens"] for r in runs)
+            steps = sum(r["drafts"] for r in runs)
+            ratio = f"{wall / base_wall:.2f}" if base_wall else "-"
+            acc = f"{accepted / drafted:.2f}" if drafted else "-"
+            per = f"{1 + accepted / steps:.2f}" if steps else "1.00"
+            lines.append(
+                f"| {policy} | {arm} | {k} | {n} | {proposer} | {wall:.2f} | {rate:.1f} | "
+                f"{ratio} | {acc} | {per} |"
+            )
+    lines += [
+        "",
+        f"Lossless: {checked} jobs compared with the none engine's, {mismatches} differ "
+        "(calls, answer or generated tokens per turn).",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.benchmarks.draft_bench", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--proposers", nargs="+", choices=PROPOSERS, default=["none", "window"])
+    parser.add_argument("--arms", nargs="+", default=["S", "F", "P"])
+    parser.add_argument("--policies", nargs="+", default=["gold"], choices=("gold", "model"))
+    parser.add_argument("--n", nargs="+", type=int, default=[2, 4, 6, 10])
+    parser.add_argument("--concurrency", nargs="+", type=int, default=[1])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    if "none" not in args.proposers:
+        parser.error("--proposers must include none (the baseline of every ratio)")
+    logging.getLogger("harness").setLevel(logging.WARNING)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    rows = anyio.run(measure, args, args.out, backend="asyncio")
+    report = summarise(rows)
+    shown = list(sys.argv[1:] if argv is None else argv)
+    command = "python -m harness.benchmarks.draft_bench " + " ".join(shown)
+    text = (
+        f"# Drafted decoding\n\nCommand: `{command.strip()}` "
+        f"({time.monotonic() - started:.0f} s)\n\n{report}\n"
+    )
+    (args.out / "report.md").write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    from harness.benchmarks._entry import run_main
+
+    run_main(main)

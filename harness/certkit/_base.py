@@ -1,0 +1,198 @@
+"""What the certification kit's claim modules share: a drawn call, the exception a property
+raises on a false claim, and the view of the kit the D2 claim needs (so it does not import
+the kit that imports it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from harness.calls import ToolResult
+from harness.certify import Detector
+from harness.certkit._report import ClaimName, ClaimResult, Counterexample
+from harness.conflicts import contains, overlaps
+from harness.engines.base import ToolCall
+from harness.tools import Tool, Toolset
+
+__all__ = (
+    "Call",
+    "Falsified",
+    "KitView",
+    "Observed",
+    "RunningKit",
+    "Snapshot",
+    "any_overlap",
+    "change_lines",
+    "changed_resources",
+    "declared_writes",
+    "not_covered",
+    "not_overlapping",
+    "outcome_text",
+    "shared_resources",
+    "short",
+    "tool_call",
+)
+
+#: One drawn call: the tool's name and its arguments.
+Call = tuple[str, Mapping[str, Any]]
+
+
+class Falsified(Exception):
+    """Raised inside a property: the claim is false for this example."""
+
+    def __init__(self, counterexample: Counterexample) -> None:
+        super().__init__(counterexample.message)
+        self.counterexample = counterexample
+
+
+def tool_call(index: int, name: str, arguments: Mapping[str, Any]) -> ToolCall:
+    """The drawn call as the loop would see it: ``call_<index>``, key-sorted JSON arguments."""
+    return ToolCall(f"call_{index}", name, json.dumps(dict(arguments), sort_keys=True))
+
+
+def changed_resources(
+    before: Mapping[str, Hashable] | None, after: Mapping[str, Hashable] | None
+) -> set[str]:
+    """The resources whose fingerprint differs between two ``resources(state)`` maps."""
+    if before is None or after is None:
+        return set()
+    return {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+
+
+# -- one overlap: the certifier's hierarchical rule (harness.conflicts), never exact matching --
+
+
+def declared_writes(tool: Tool, arguments: Mapping[str, Any]) -> frozenset[str] | None:
+    """The write targets a call declares, as the certifier computes them
+    (:meth:`harness.tools.Tool.footprint`, from the values the tool receives); ``None`` when
+    unknown or unresolvable (the certifier keeps such a call apart anyway)."""
+    footprint = tool.footprint(arguments)
+    return None if footprint.error else footprint.writes
+
+
+def not_covered(changed: Iterable[str], declared: Iterable[str]) -> set[str]:
+    """The changed resources that no declared target contains (:func:`harness.conflicts.contains`:
+    ``doc:a`` contains ``doc:a/status``; ``todos`` and ``todos:`` contain ``todos:17``)."""
+    targets = list(declared)
+    return {c for c in changed if not any(contains(t, c) for t in targets)}
+
+
+def not_overlapping(touched: Iterable[str], declared: Iterable[str]) -> set[str]:
+    """The resources in ``touched`` that no declared target overlaps
+    (:func:`harness.conflicts.overlaps`)."""
+    targets = list(declared)
+    return {c for c in touched if not any(overlaps(t, c) for t in targets)}
+
+
+def any_overlap(x: Iterable[str], y: Iterable[str]) -> bool:
+    """Whether some target of ``x`` overlaps some target of ``y`` (the certifier's D1 test)."""
+    ys = list(y)
+    return any(overlaps(a, b) for a in x for b in ys)
+
+
+def shared_resources(x: Iterable[str], y: Iterable[str]) -> list[str]:
+    """The resources two runs both changed, hierarchically: ``a`` when both changed ``a``,
+    ``a ~ a/b`` when one changed a resource inside the other's (sorted)."""
+    ys = list(y)
+    return sorted({a if a == b else f"{a} ~ {b}" for a in x for b in ys if overlaps(a, b)})
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The state as the kit sees it: its fingerprint and, per resource, a fingerprint."""
+
+    fingerprint: Hashable | None
+    resources: Mapping[str, Hashable] | None
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What running calls on a fresh state gave: their results, the state before and after."""
+
+    results: tuple[ToolResult, ...]
+    before: Snapshot
+    after: Snapshot
+
+
+def outcome_text(result: ToolResult) -> str:
+    """A result as the report shows it."""
+    return result.content
+
+
+def short(value: Hashable | None) -> str | None:
+    """A fingerprint, shortened for the report."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else repr(value)
+    return text[:12] if isinstance(value, str) and len(text) >= 32 else text[:60]
+
+
+def _clip(value: Any, width: int = 60) -> str:
+    text = "(absent)" if value is None else value if isinstance(value, str) else repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def change_lines(
+    before: Mapping[str, Hashable] | None, after: Mapping[str, Hashable] | None, keys: set[str]
+) -> tuple[str, ...]:
+    if before is None or after is None:
+        return ()
+    return tuple(
+        f"changed {k}: {_clip(before.get(k))} → {_clip(after.get(k))}" for k in sorted(keys)
+    )
+
+
+class KitView(Protocol):
+    """What a claim module needs of the kit."""
+
+    @property
+    def toolset(self) -> Toolset: ...
+
+    @property
+    def detector(self) -> Detector: ...
+
+    @property
+    def max_window(self) -> int: ...
+
+    @property
+    def strategies(self) -> Mapping[str, Any]: ...
+
+    def once(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        """One call run alone on a fresh state (memoised): an ``Observed``."""
+
+    def _result(
+        self,
+        claim: ClaimName,
+        strategy: Any,
+        body: Callable[[Any], None],
+        *,
+        tool: str | None = None,
+        phase: str | None = None,
+        note: str = "",
+        empty: str = ...,
+        examples: int | None = None,
+    ) -> ClaimResult: ...
+
+
+class RunningKit(KitView, Protocol):
+    """What the window claims need of the kit besides :class:`KitView`: running calls."""
+
+    @property
+    def cert(self) -> Any: ...
+
+    @property
+    def examples(self) -> int: ...
+
+    def execute(
+        self,
+        calls: Sequence[Call],
+        *,
+        order: Sequence[int] | None = None,
+        yields: Sequence[int] | None = None,
+    ) -> Observed:
+        """Run ``calls`` on a fresh state: serially in emitted order, or concurrently."""
+
+    def eligible(self, names: Sequence[str]) -> list[str]:
+        """The tools of ``names`` that may join a window the kit runs."""

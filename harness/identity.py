@@ -1,0 +1,411 @@
+"""Identity: when two argument values name one record of a store.
+
+The certifier may run two calls together only when they touch different records, so it has
+to know when two *spellings* are one record. This module owns that knowledge, for the
+certifier (:mod:`harness.effects` builds a call's targets with it) and for the certification
+kit (which checks it against a real store). It is derived from two things only:
+
+**The value's type** (:func:`identity_text`), applied to the *validated* value — what the tool
+function receives after JSON Schema validation and its pydantic model:
+
+=====================================  ======================================================
+value                                  identity
+=====================================  ======================================================
+``str``                                itself, through the argument's fold (below)
+``int``, ``float``, ``Decimal``,       its numeric value: ``1``, ``1.0``, ``True``,
+``Fraction``, ``bool``                 ``Decimal("1.00")`` are all ``1``
+``Enum``                               the identity of its value
+aware ``datetime``                     the UTC instant, ``2026-01-01T08:00:00Z``: the same
+                                       instant in any offset is one identity
+aware ``time`` with a fixed offset     the UTC time of day, ``08:00:00Z``
+naive ``datetime`` / ``time``, a time  **unknown**: the harness cannot know which zone the
+whose zone has no fixed offset         store reads it in (declare ``identity=``)
+``date``                               ISO 8601, ``2026-01-01``
+``UUID``                               lower-case hyphenated
+``timedelta``                          its length in seconds, as a number
+``PurePath`` (``Path``)                a normalised POSIX path (:func:`normalise_path`)
+``None``                               ``null``
+mappings, lists, tuples, sets,         canonical JSON of the identities of their parts,
+pydantic models, dataclasses           folded on every string leaf and key (a mapping whose
+                                       keys fold together is unknown)
+anything else                          **unknown**
+=====================================  ======================================================
+
+An unknown identity never certifies with anything that touches its namespace: the target it
+would have filled is cut back to the namespace (see :mod:`harness.effects`). Over-approximating
+overlap only costs parallelism; under-approximating it is a wrong answer.
+
+**The store's folds** (:class:`Fold`): the name transformations a store applies before it
+keys a record (case, Unicode normalisation, whitespace, path forms, or a custom function). A
+fold is *closed*: it is applied until it reaches a fixed point, so ``f(f(x)) == f(x)`` for
+every string (a fold whose steps cycle settles on the least string of the cycle). ``case``
+is Unicode's NFKC_Casefold extended to cover stores that fold with ``upper()`` too: NFKD,
+``upper``, ``casefold``, NFKC.
+
+**The store's own key** (``identity=`` on a tool, per argument): a callable the store itself
+uses to key its records. It replaces the type rule and the fold for that argument.
+
+**Total and bounded.** :func:`identity_text` is iterative (no recursion limit), visits at most
+:data:`MAX_NODES` parts and never raises: anything it cannot decide is unknown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import fractions
+import json
+import math
+import numbers
+import unicodedata
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import PurePath
+from typing import Any
+
+from harness.errors import ToolsetError
+
+__all__ = (
+    "FOLD_STEPS",
+    "MAX_NODES",
+    "Fold",
+    "identity_text",
+    "normalise_path",
+    "number_text",
+)
+
+#: The most parts (leaves, keys, containers) one value may have; a bigger value is unknown.
+MAX_NODES = 4096
+#: The longest identity one value may have (characters); a longer one is unknown.
+MAX_IDENTITY = 1 << 16
+#: How many times a fold is applied at most while looking for its fixed point or cycle.
+_MAX_FOLD_ROUNDS = 32
+
+
+# -- paths -----------------------------------------------------------------------------------
+
+
+def normalise_path(text: str) -> str:
+    """A path's lexical POSIX normal form: ``.`` segments and repeated slashes dropped (a
+    leading ``//`` too), ``..`` resolved against the segment before it (``/..`` is ``/``),
+    a trailing slash dropped. A relative path that resolves to nothing is ``.``. Symlinks are
+    not followed: ``a/../b`` is ``b`` even where ``a`` is a symlink (a store that resolves
+    links declares ``identity=``)."""
+    if not text:
+        return text
+    absolute = text.startswith("/")
+    parts: list[str] = []
+    for part in text.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts and parts[-1] != "..":
+                parts.pop()
+            elif not absolute:
+                parts.append(part)
+            continue
+        parts.append(part)
+    body = "/".join(parts)
+    if absolute:
+        return "/" + body
+    return body or "."
+
+
+# -- folds -----------------------------------------------------------------------------------
+
+
+def _case(text: str) -> str:
+    # NFKC_Casefold (NFKD, casefold, NFKC) with upper() in front of casefold(): a store that
+    # keys with upper() merges 'ı' and 'i' (both 'I'), casefold() alone does not.
+    decomposed = unicodedata.normalize("NFKD", text)
+    return unicodedata.normalize("NFKC", decomposed.upper().casefold())
+
+
+def _whitespace(text: str) -> str:
+    return " ".join(text.split())
+
+
+FOLD_STEPS: Mapping[str, Callable[[str], str]] = {
+    "case": _case,
+    "nfc": lambda text: unicodedata.normalize("NFC", text),
+    "nfkc": lambda text: unicodedata.normalize("NFKC", text),
+    "strip": str.strip,
+    "whitespace": _whitespace,
+    "path": normalise_path,
+}
+#: The steps that also fold a whole target (literal template text included): the Unicode ones.
+#: ``path`` folds a target's body as one path; ``strip``, ``whitespace`` and custom folds
+#: apply to argument values only.
+TEXT_STEPS = frozenset({"case", "nfc", "nfkc"})
+
+
+def _closed(fn: Callable[[str], str], text: str) -> str:
+    """``fn`` applied until it reaches a fixed point; on a cycle, the least string of it (so
+    the closure is idempotent whatever ``fn`` does)."""
+    seen: dict[str, int] = {}
+    order: list[str] = []
+    current = text
+    for _ in range(_MAX_FOLD_ROUNDS):
+        if current in seen:
+            return min(order[seen[current] :])
+        seen[current] = len(order)
+        order.append(current)
+        nxt = fn(current)
+        if not isinstance(nxt, str):
+            raise TypeError(f"the fold returned {type(nxt).__name__}, not str")
+        if nxt == current:
+            return current
+        current = nxt
+    raise ValueError(f"the fold did not settle within {_MAX_FOLD_ROUNDS} rounds")
+
+
+@dataclass(frozen=True)
+class Fold:
+    """How a tool's store folds names: steps applied in order to a string argument (or to
+    each string leaf of a list, mapping or model argument) before targets are filled, and
+    again until nothing changes (a fold is closed: ``fold(fold(x)) == fold(x)``).
+
+    ``case`` letters without case (NFKC_Casefold, covering stores that fold with ``lower``,
+    ``upper``, ``casefold`` or NFKC_Casefold); ``nfc`` / ``nfkc`` Unicode normalisation;
+    ``strip`` leading/trailing whitespace; ``whitespace`` strip and collapse runs of
+    whitespace to one space; ``path`` lexical POSIX path normalisation
+    (:func:`normalise_path`). ``custom`` is a function for any other folding; two folds are
+    the same fold when their steps and custom function are equal.
+
+    Contract (what the certification kit verifies): for every two spellings ``x``, ``y`` of
+    an argument that the tool's store treats as one resource, ``fold(x) == fold(y)``.
+    """
+
+    steps: tuple[str, ...] = ()
+    custom: Callable[[str], str] | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.steps if s not in FOLD_STEPS]
+        if unknown:
+            raise ToolsetError(
+                f"Unknown fold step(s) {unknown}; use {', '.join(FOLD_STEPS)} or Fold(custom=fn)."
+            )
+
+    @classmethod
+    def of(cls, spec: Fold | str | Sequence[str] | Callable[[str], str]) -> Fold:
+        """``"case"``, ``"case+nfkc"``, ``["case", "nfkc"]``, a function or a :class:`Fold`."""
+        if isinstance(spec, Fold):
+            return spec
+        if isinstance(spec, str):
+            return cls(tuple(s.strip() for s in spec.split("+") if s.strip()))
+        if callable(spec):
+            return cls(custom=spec)
+        return cls(tuple(spec))
+
+    def _once(self, text: str) -> str:
+        for step in self.steps:
+            text = FOLD_STEPS[step](text)
+        if self.custom is not None:
+            text = self.custom(text)
+        return text
+
+    def __call__(self, text: str) -> str:
+        return _closed(self._once, text)
+
+    def __str__(self) -> str:
+        parts = list(self.steps)
+        if self.custom is not None:
+            parts.append(getattr(self.custom, "__name__", "custom"))
+        return "+".join(parts) or "none"
+
+    @property
+    def text_steps(self) -> tuple[str, ...]:
+        """The steps that fold a whole target's text (the Unicode ones, in order)."""
+        return tuple(s for s in self.steps if s in TEXT_STEPS)
+
+    @property
+    def unicode_only(self) -> bool:
+        """Whether every step is a Unicode one (no custom function, no path or spaces)."""
+        return self.custom is None and all(s in TEXT_STEPS for s in self.steps)
+
+    @property
+    def folds_paths(self) -> bool:
+        return "path" in self.steps
+
+    def apply(self, value: Any) -> Any:
+        """Fold a string, or every string of a list/tuple/set; other values unchanged."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, list | tuple | set | frozenset):
+            return type(value)(self.apply(v) for v in value)
+        return value
+
+
+def fold_text(steps: Sequence[str], text: str) -> str:
+    """``text`` through built-in ``steps``, closed (see :class:`Fold`)."""
+    if not steps:
+        return text
+    fns = [FOLD_STEPS[s] for s in steps]
+
+    def once(t: str) -> str:
+        for fn in fns:
+            t = fn(t)
+        return t
+
+    return _closed(once, text)
+
+
+# -- identity of a value ---------------------------------------------------------------------
+
+
+class _Unknown(Exception):
+    """The value has no identity the harness can vouch for."""
+
+
+def number_text(value: Any) -> str:
+    """One spelling per numeric value (``1``, ``1.0``, ``True``, ``Decimal("1.00")`` are ``1``)."""
+    exact: fractions.Fraction
+    if isinstance(value, Decimal):
+        if not value.is_finite():  # Decimal("Infinity") == float("inf")
+            return "nan" if value.is_nan() else repr(float(value))
+        exact = fractions.Fraction(value)
+    elif isinstance(value, numbers.Rational):
+        exact = fractions.Fraction(int(value.numerator), int(value.denominator))
+    elif isinstance(value, numbers.Real):
+        real = float(value)
+        if not math.isfinite(real):
+            return repr(real)
+        exact = fractions.Fraction(real)
+    else:  # complex: equal to a real only when its imaginary part is zero
+        c = complex(value)
+        return number_text(c.real) if c.imag == 0 else repr(c)
+    if exact.denominator == 1:
+        return str(exact.numerator)
+    as_float = float(exact)
+    if fractions.Fraction(as_float) == exact:
+        return repr(as_float)
+    return f"{exact.numerator}/{exact.denominator}"
+
+
+def _instant(value: datetime.datetime) -> str:
+    offset = value.utcoffset()
+    if offset is None:
+        raise _Unknown("a naive datetime (its zone is the store's)")
+    utc = (value.replace(tzinfo=None) - offset).isoformat()
+    return utc + "Z"
+
+
+def _time_of_day(value: datetime.time) -> str:
+    offset = value.utcoffset()  # None for a naive time and for a zone with no fixed offset
+    if offset is None:
+        raise _Unknown("a time without a fixed UTC offset")
+    moment = datetime.datetime.combine(datetime.date(2000, 1, 2), value.replace(tzinfo=None))
+    return (moment - offset).time().isoformat() + "Z"
+
+
+def _leaf(value: Any, fold: Fold | None) -> str:
+    """The identity of a scalar (raises :class:`_Unknown` for anything else)."""
+    if isinstance(value, str):
+        return value if fold is None else fold(value)
+    if value is None:
+        return "null"
+    if isinstance(value, enum.Enum):
+        return _leaf(value.value, fold)
+    if isinstance(value, numbers.Number):
+        return number_text(value)
+    if isinstance(value, datetime.datetime):
+        return _instant(value)
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, datetime.time):
+        return _time_of_day(value)
+    if isinstance(value, datetime.timedelta):
+        return number_text(value.total_seconds())
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, PurePath):
+        return normalise_path(value.as_posix())
+    raise _Unknown(f"{type(value).__name__} has no known identity")
+
+
+def _parts(value: Any) -> Mapping[Any, Any] | Sequence[Any] | None:
+    """A container's parts: a mapping for mappings, models and dataclasses, a sequence for
+    lists and tuples, a sorted tuple marker for sets; ``None`` for a scalar."""
+    if isinstance(value, Mapping):
+        return value
+    if isinstance(value, list | tuple):
+        return value
+    fields = getattr(type(value), "model_fields", None)
+    if isinstance(fields, Mapping) and not isinstance(value, type):
+        return {name: getattr(value, name, None) for name in fields}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return None
+
+
+def identity_text(value: Any, fold: Fold | None = None) -> str | None:
+    """The identity of a validated value (see the module docstring), its string leaves and
+    mapping keys through ``fold``; ``None`` when it is unknown. Never raises; iterative."""
+    try:
+        if isinstance(value, str):
+            return value if fold is None else fold(value)
+        if _parts(value) is None and not isinstance(value, set | frozenset):
+            return _leaf(value, fold)
+        text = _nested(value, fold)
+    except (_Unknown, ValueError, TypeError, ArithmeticError, RecursionError):
+        return None
+    except Exception:  # a custom fold or a model's attribute that raises: unknown
+        return None
+    return text if len(text) <= MAX_IDENTITY else None
+
+
+def _nested(value: Any, fold: Fold | None) -> str:
+    """Canonical JSON of a container's identities, built with an explicit stack."""
+    out: list[str] = []
+    length = 0
+    nodes = 0
+    # Each entry is a value to encode, or a piece of text to emit (wrapped in a 1-tuple).
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is tuple and len(item) == 1 and type(item[0]) is _Text:
+            out.append(item[0])
+            length += len(item[0])
+            if length > MAX_IDENTITY:
+                raise _Unknown("too long")
+            continue
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise _Unknown(f"more than {MAX_NODES} parts")
+        if isinstance(item, set | frozenset):
+            leaves = sorted(json.dumps(_leaf(v, fold)) for v in item)
+            stack.append((_Text("[" + ",".join(leaves) + "]"),))
+            continue
+        parts = _parts(item)
+        if parts is None:
+            stack.append((_Text(json.dumps(_leaf(item, fold))),))
+            continue
+        if isinstance(parts, Mapping):
+            keyed = [(_leaf(k, fold), v) for k, v in parts.items()]
+            keys = [k for k, _ in keyed]
+            if len(set(keys)) != len(keys):
+                raise _Unknown("two keys fold to one")
+            keyed.sort(key=lambda kv: kv[0])
+            pieces: list[Any] = [(_Text("{"),)]
+            for i, (k, v) in enumerate(keyed):
+                pieces.append((_Text(("," if i else "") + json.dumps(k) + ":"),))
+                pieces.append(v)
+            pieces.append((_Text("}"),))
+        else:
+            pieces = [(_Text("["),)]
+            for i, v in enumerate(parts):
+                if i:
+                    pieces.append((_Text(","),))
+                pieces.append(v)
+            pieces.append((_Text("]"),))
+        stack.extend(reversed(pieces))
+    return "".join(out)
+
+
+class _Text(str):
+    """A piece of encoded text on :func:`_nested`'s stack (never a value to encode)."""
+
+    __slots__ = ()

@@ -1,0 +1,103 @@
+"""The window proposer drafts from published sequences, else from the request's own context;
+drafts come from the manifest and the inputs, never from the gold calls."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.engines.base import ToolCall
+from harness.engines.window_drafts import CHANNEL_ENV, DraftChannel, WindowProposer
+from harness.manifest import Manifest
+from harness.speculation import draft_calls
+from harness.tools import Toolset, tool
+
+
+def _proposer(monkeypatch: pytest.MonkeyPatch, channel: DraftChannel, k: int = 4) -> WindowProposer:
+    monkeypatch.setenv(CHANNEL_ENV, str(channel.path))
+    config = SimpleNamespace(
+        speculative_config=SimpleNamespace(num_speculative_tokens=k),
+        model_config=SimpleNamespace(max_model_len=64),
+    )
+    return WindowProposer(config)
+
+
+def _batch(*rows: list[int]) -> tuple[Any, Any]:
+    table = np.zeros((len(rows), 64), dtype=np.int32)
+    for i, row in enumerate(rows):
+        table[i, : len(row)] = row
+    return np.array([len(r) for r in rows]), table
+
+
+def test_a_published_sequence_drafts_what_follows_the_requests_last_tokens(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    channel = DraftChannel(tmp_path / "drafts.jsonl")
+    channel.publish([[1, 2, 3, 4, 5, 6, 7, 8]])
+    proposer = _proposer(monkeypatch, channel)
+    lengths, table = _batch([9, 9, 2, 3], [7, 8, 9, 1, 7, 8, 9])
+    drafts = proposer.propose([[3], [9]], lengths, table)
+    assert drafts[0] == [4, 5, 6, 7]
+    assert drafts[1] == [1, 7, 8, 9]  # no published match: prompt lookup in its own context
+
+
+def test_the_longest_match_wins_and_new_sequences_are_read(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    channel = DraftChannel(tmp_path / "drafts.jsonl")
+    channel.publish([[5, 2, 3, 40, 41], [7, 1, 2, 3, 50, 51]])
+    proposer = _proposer(monkeypatch, channel, k=2)
+    lengths, table = _batch([1, 2, 3])
+    assert proposer.propose([[3]], lengths, table) == [[50, 51]]
+    channel.publish([[0, 1, 2, 3, 60, 61]])  # the newest of two equal matches wins
+    assert proposer.propose([[3]], lengths, table) == [[60, 61]]
+    channel.close()
+    assert not channel.path.exists()
+
+
+def test_a_request_that_sampled_nothing_gets_no_draft(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    channel = DraftChannel(tmp_path / "drafts.jsonl")
+    proposer = _proposer(monkeypatch, channel)
+    lengths, table = _batch([1, 2, 3, 1, 2, 3])
+    assert proposer.propose([[]], lengths, table) == [[]]
+
+
+def test_draft_calls_come_from_the_inputs_not_from_gold_and_skip_calls_made() -> None:
+    @tool(read_only=True, read_targets="doc:{key}")
+    def read_doc(key: str) -> str:
+        return key
+
+    manifest = Manifest.from_dict(
+        {
+            "skills": {
+                "survey": {
+                    "phases": [
+                        {
+                            "name": "read",
+                            "kind": "fan_out",
+                            "tools": ["read_doc"],
+                            "slots": "input:keys",
+                            "args": {"read_doc.key": "input:keys"},
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    made = [ToolCall("c0", "read_doc", json.dumps({"key": "d1"}))]
+    drafts = draft_calls(
+        manifest.skill("survey").phases, Toolset([read_doc]), {"keys": ["d1", "d2", "d3"]}, [], made
+    )
+    assert [d.arguments for d in drafts] == ['{"key": "d2"}', '{"key": "d3"}']
+    # A value no input or visible result holds (a gold call the model might make) is never
+    # drafted: with no inputs there is nothing to predict.
+    assert (
+        draft_calls(manifest.skill("survey").phases, Toolset([read_doc]), {"keys": []}, [], [])
+        == ()
+    )
