@@ -120,14 +120,18 @@ tools = ["write_report"]
     [
         ({"effects": EFFECTS_TOML}, "no --manifest"),
         ({"effects": EFFECTS_TOML, "manifest": MANIFEST_TOML}, "write_report"),
+        ({"--speculate": "ngram"}, "--speculate drafts on the embedded engine"),
     ],
-    ids=["effects-without-manifest", "manifest-naming-an-undeclared-tool"],
+    ids=["effects-without-manifest", "manifest-naming-an-undeclared-tool", "speculate-upstream"],
 )
 def test_inconsistent_start_up_options_are_one_line_and_exit_2(
     tmp_path: Path, files: dict[str, str], fragment: str
 ) -> None:
     options = []
     for name, text in files.items():
+        if name.startswith("--"):  # an option, not a file
+            options += [name, text]
+            continue
         path = tmp_path / f"{name}.toml"
         path.write_text(text, encoding="utf-8")
         options += [f"--{name}", str(path)]

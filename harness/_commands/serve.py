@@ -73,6 +73,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--ledger", metavar="FILE", help="append every turn, call and window (JSONL)"
     )
     parser.add_argument(
+        "--speculate",
+        choices=("none", "ngram", "suffix", "window"),
+        default="none",
+        help="the embedded engine's drafted decoding (no --upstream): none (default), ngram, "
+        "suffix or window (the same tokens, verified in one pass; see docs/engines.md)",
+    )
+    parser.add_argument(
         "--detector",
         choices=("schema_sound", "phase_heuristic"),
         default="schema_sound",
@@ -152,6 +159,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 @asynccontextmanager
 async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[Engine]:
+    if args.upstream and getattr(args, "speculate", "none") != "none":
+        raise ConfigError(
+            "--speculate drafts on the embedded engine; an --upstream server decodes on its "
+            "own (vllm serve --speculative-config ...): drop one of them."
+        )
     if args.upstream:
         from harness.engines.openai_http import OpenAIHTTPEngine
 
@@ -173,7 +185,8 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
         return
     from harness.engines.vllm import open_default_engine
 
-    async with open_default_engine(args.model) as engine:
+    speculate = getattr(args, "speculate", "none")
+    async with open_default_engine(args.model, speculate=speculate) as engine:
         yield engine
 
 
