@@ -446,3 +446,45 @@ def test_a_call_with_arguments_that_are_not_json_never_matches() -> None:
     (first, *_) = predict(read, tools, {"keys": KEYS})
     assert first.tool == "read_doc"
     assert ToolCall("x", "read_doc", "{bad").args.value is None
+
+
+def test_draft_calls_come_from_the_inputs_not_from_gold_and_skip_calls_made() -> None:
+    import json
+
+    from harness.engines.base import ToolCall
+    from harness.manifest import Manifest
+    from harness.speculation import draft_calls
+    from harness.tools import Toolset, tool
+
+    @tool(read_only=True, read_targets="doc:{key}")
+    def read_doc(key: str) -> str:
+        return key
+
+    manifest = Manifest.from_dict(
+        {
+            "skills": {
+                "survey": {
+                    "phases": [
+                        {
+                            "name": "read",
+                            "kind": "fan_out",
+                            "tools": ["read_doc"],
+                            "slots": "input:keys",
+                            "args": {"read_doc.key": "input:keys"},
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    made = [ToolCall("c0", "read_doc", json.dumps({"key": "d1"}))]
+    drafts = draft_calls(
+        manifest.skill("survey").phases, Toolset([read_doc]), {"keys": ["d1", "d2", "d3"]}, [], made
+    )
+    assert [d.arguments for d in drafts] == ['{"key": "d2"}', '{"key": "d3"}']
+    # A value no input or visible result holds (a gold call the model might make) is never
+    # drafted: with no inputs there is nothing to predict.
+    assert (
+        draft_calls(manifest.skill("survey").phases, Toolset([read_doc]), {"keys": []}, [], [])
+        == ()
+    )

@@ -3,18 +3,15 @@ drafts come from the manifest and the inputs, never from the gold calls."""
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import pytest
 
-from harness.engines.base import ToolCall
 from harness.engines.window_drafts import CHANNEL_ENV, DraftChannel, WindowProposer
-from harness.manifest import Manifest
-from harness.speculation import draft_calls
-from harness.tools import Toolset, tool
+
+# vLLM hands the proposer numpy arrays (numpy comes with the cpu/gpu extras).
+np = pytest.importorskip("numpy", reason="the window proposer reads numpy arrays (cpu extra)")
 
 
 def _proposer(monkeypatch: pytest.MonkeyPatch, channel: DraftChannel, k: int = 4) -> WindowProposer:
@@ -66,38 +63,3 @@ def test_a_request_that_sampled_nothing_gets_no_draft(
     proposer = _proposer(monkeypatch, channel)
     lengths, table = _batch([1, 2, 3, 1, 2, 3])
     assert proposer.propose([[]], lengths, table) == [[]]
-
-
-def test_draft_calls_come_from_the_inputs_not_from_gold_and_skip_calls_made() -> None:
-    @tool(read_only=True, read_targets="doc:{key}")
-    def read_doc(key: str) -> str:
-        return key
-
-    manifest = Manifest.from_dict(
-        {
-            "skills": {
-                "survey": {
-                    "phases": [
-                        {
-                            "name": "read",
-                            "kind": "fan_out",
-                            "tools": ["read_doc"],
-                            "slots": "input:keys",
-                            "args": {"read_doc.key": "input:keys"},
-                        }
-                    ]
-                }
-            }
-        }
-    )
-    made = [ToolCall("c0", "read_doc", json.dumps({"key": "d1"}))]
-    drafts = draft_calls(
-        manifest.skill("survey").phases, Toolset([read_doc]), {"keys": ["d1", "d2", "d3"]}, [], made
-    )
-    assert [d.arguments for d in drafts] == ['{"key": "d2"}', '{"key": "d3"}']
-    # A value no input or visible result holds (a gold call the model might make) is never
-    # drafted: with no inputs there is nothing to predict.
-    assert (
-        draft_calls(manifest.skill("survey").phases, Toolset([read_doc]), {"keys": []}, [], [])
-        == ()
-    )
