@@ -459,7 +459,9 @@ def _with_budgets(config: Any) -> Any:
     """Mistakes (error results) are part of the cases: never end a run on them."""
     from dataclasses import replace
 
-    return replace(config, max_model_errors=10**6, max_identical_calls=10**6)
+    return replace(
+        config, max_model_errors=10**6, max_identical_calls=10**6, max_tool_failures=10**6
+    )
 
 
 def run_case(world: World) -> CaseOutcome:

@@ -137,7 +137,9 @@ def run_arms(
         config = LoopConfig(
             arm=arm, max_turns=100, flatten=FlattenSettings(eager=eager, max_discards=16)
         )
-        config = replace(config, max_model_errors=10**6, max_identical_calls=10**6)
+        config = replace(
+            config, max_model_errors=10**6, max_identical_calls=10**6, max_tool_failures=10**6
+        )
         task = Task(id="identity", prompt="solve", skill="case", inputs={})
         engine = ScriptedEngine(_agent(calls, arm == "P"))
         skill = _manifest(toolset).skill("case")
