@@ -529,6 +529,7 @@ class Effect:
     _writes: _Compiled = field(default=None, init=False, repr=False, compare=False)
     _reads: _Compiled = field(default=None, init=False, repr=False, compare=False)
     _ident: _Identities | None = field(default=None, init=False, repr=False, compare=False)
+    _same_sides: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "write_targets", _check_spec(self.write_targets, "write_targets"))
@@ -538,6 +539,8 @@ class Effect:
         object.__setattr__(self, "_writes", _compile_spec(self.write_targets))
         object.__setattr__(self, "_reads", _compile_spec(self.read_targets))
         object.__setattr__(self, "_ident", _Identities(self.canonical, self.identity))
+        same = self._writes is not None and self._writes == self._reads
+        object.__setattr__(self, "_same_sides", same)  # one template set: resolve it once
 
     @classmethod
     def worst_case(cls) -> Effect:
@@ -651,7 +654,7 @@ class Effect:
                 if self.read_only
                 else self._side(self._writes, arguments, "writes")
             )
-            if self._reads == self._writes and not self.read_only and not why_w:
+            if self._same_sides and not self.read_only and not why_w:
                 reads, why_r = writes, ""  # (one template for both sides: resolved once)
             else:
                 reads, why_r = self._side(self._reads, arguments, "reads")

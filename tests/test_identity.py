@@ -10,7 +10,6 @@ any arm raise.
 from __future__ import annotations
 
 import datetime
-import time
 import tracemalloc
 import unicodedata
 import uuid
@@ -303,24 +302,20 @@ def test_distinct_records_still_certify_together() -> None:
     assert runs["F"].windows == runs["P"].windows == 1
 
 
-def test_a_32000_character_key_costs_little_time_and_memory() -> None:
-    effect = Effect.declare(write_targets="doc:{key}", read_targets="doc:{key}", canonical="case")
-    key = "a/" * 16_000
-    tracemalloc.start()
-    start = time.perf_counter()
-    footprint = effect.footprint({"key": key})
+def test_a_32000_character_key_is_bounded_in_targets_and_memory() -> None:
+    # Time is measured by `python -m harness.benchmarks.certifier_bench` (section 4), not here.
     from harness.conflicts import ConflictIndex
 
+    effect = Effect.declare(write_targets="doc:{key}", read_targets="doc:{key}", canonical="case")
+    tracemalloc.start()
+    footprint = effect.footprint({"key": "a/" * 16_000})
     index = ConflictIndex()
     index.add(0, footprint)
-    index.find(footprint)
-    elapsed = time.perf_counter() - start
+    assert index.find(footprint) is not None  # a call conflicts with itself
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert footprint.writes is not None
     assert all(len(t) <= 512 for t in footprint.writes)
-    # Generous bounds: this is a unit test on a shared machine (certifier_bench measures).
-    assert elapsed < 1.0
     assert peak < 50 * 2**20
 
 
@@ -371,4 +366,4 @@ def test_no_argument_makes_a_footprint_raise(
     footprint = effect.footprint({"v": value, "w": other})
     for side in (footprint.writes, footprint.reads):
         assert side is None or all(0 < len(t) <= 512 for t in side)
-    assert identity_text(value) is None or isinstance(identity_text(value), str)
+    identity_text(value)  # never raises, whatever the value

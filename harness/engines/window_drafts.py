@@ -72,6 +72,8 @@ class DraftChannel:
         if not fresh:
             return
         with self._lock:
+            if self._sequences[-len(fresh) :] == list(dict.fromkeys(fresh)):
+                return  # the same drafts as the last turn: nothing to rewrite
             kept = [s for s in self._sequences if s not in set(fresh)]
             self._sequences = (kept + list(dict.fromkeys(fresh)))[-MAX_SEQUENCES:]
             text = "".join(json.dumps(list(s)) + "\n" for s in self._sequences)
