@@ -20,9 +20,9 @@ from __future__ import annotations
 import difflib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
 
@@ -36,6 +36,7 @@ __all__ = (
     "OnAbandon",
     "ToolResult",
     "ToolsetExecutor",
+    "WindowExecutor",
     "execute_call",
     "render_result",
 )
@@ -235,6 +236,20 @@ class Executor(Protocol):
     """
 
     async def execute(self, call: ToolCall) -> ToolResult: ...
+
+
+@runtime_checkable
+class WindowExecutor(Protocol):
+    """An executor that runs a revealed window's calls as one unit (an optional capability, as
+    :class:`~harness.engines.base.StreamingEngine` is for engines): a
+    :class:`~harness.window.Window` without eager dispatch hands all its calls to
+    ``execute_window`` at once instead of ``execute`` one by one. The proxy's executor is one:
+    a window goes to the client as one message (:mod:`harness.proxy.conversation`).
+    Results come back in the order of ``calls``."""
+
+    async def execute(self, call: ToolCall) -> ToolResult: ...
+
+    async def execute_window(self, calls: Sequence[ToolCall]) -> list[ToolResult]: ...
 
 
 class ToolsetExecutor:

@@ -1,6 +1,7 @@
 """A task: what one agent loop is asked to do, and (for seeded workloads) its gold answer.
 
-The loop needs only ``prompt`` (and optionally ``system``, the ``skill`` whose manifest
+The loop needs only ``prompt`` (and optionally ``system``: ``None`` is the loop's default
+system prompt, ``""`` none at all; the ``skill`` whose manifest
 phases the certifier uses, and the task ``inputs`` the manifest's ``input:FIELD`` sources and
 slot counts refer to). ``gold_steps`` and ``gold_answer`` are the calls a correct run makes,
 decided by construction: each step is a group of calls (a fan-out window is one group, a chain

@@ -27,7 +27,7 @@ from functools import partial
 import anyio
 from anyio.abc import TaskGroup
 
-from harness.calls import Executor, ToolResult
+from harness.calls import Executor, ToolResult, WindowExecutor
 from harness.certify import DEFAULT_MARKER, Admission, Certificate, WindowTracker
 from harness.engines.base import ToolCall
 from harness.engines.batch import gather
@@ -126,7 +126,10 @@ class Window:
         """Run (or finish running) every call; results in emitted order."""
         executor = self._require_executor()
         pending = [c for c in self.calls if c.id not in self._done]
-        ran = await gather([partial(executor.execute, c) for c in pending])
+        if isinstance(executor, WindowExecutor) and pending:
+            ran = await executor.execute_window(pending)
+        else:
+            ran = await gather([partial(executor.execute, c) for c in pending])
         self._results.update((c.id, r) for c, r in zip(pending, ran, strict=True))
         for call in self.calls:
             if call.id in self._done:

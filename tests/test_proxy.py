@@ -542,9 +542,17 @@ async def test_the_call_that_closed_a_window_is_kept_and_returned_after_the_abso
     assert final.json()["choices"][0]["message"]["content"].startswith("done:")
 
 
-async def test_a_closing_call_lost_from_the_store_is_regenerated_not_lost() -> None:
+async def test_a_closing_call_lost_with_its_conversation_is_regenerated_not_lost() -> None:
+    # No conversation waits for its client (and no store entry is kept): the request that
+    # brings the window's results starts from the client's history, and the closing call the
+    # window's last generation produced is generated again after the absorb turn.
     engine = ScriptedEngine(survey_script)
-    config = ProxyConfig(effects=EFFECTS, manifest=_manifest("model", False), store_capacity=0)
+    config = ProxyConfig(
+        effects=EFFECTS,
+        manifest=_manifest("model", False),
+        store_capacity=0,
+        conversations_capacity=0,
+    )
     async with in_process_client(build_app(engine, config)) as client:
         messages, responses = await client_loop(client)
     assert len(responses) == 3
@@ -561,7 +569,9 @@ async def test_a_call_that_needed_a_withheld_result_is_discarded_and_regenerated
         messages, responses = await client_loop(client)
     window = responses[0]
     assert window.headers["x-harness-window"] == "3"
-    assert window.headers["x-harness-discards"] == "1"
+    # arm F discards the call when its admission is handled: after the window's results are
+    # back (the request that brings them counts it), exactly as the loop does
+    assert [r.headers["x-harness-discards"] for r in responses] == ["0", "1", "0"]
     # the absorb turn regenerated write_report with every result in view
     report = responses[1].json()["choices"][0]["message"]["tool_calls"]
     assert [c["function"]["name"] for c in report] == ["write_report"]
@@ -583,9 +593,16 @@ async def test_every_turn_and_window_goes_to_the_ledger(tmp_path: Any) -> None:
     kinds = [r["kind"] for r in records]
     assert kinds.count("turn") == len(engine.requests)
     assert kinds.count("window") == 1
-    assert kinds.count("call") == len(KEYS)
+    # every call the client ran, as the loop records them: the window's and the serial report
+    calls = [r for r in records if r["kind"] == "call"]
+    assert [(c["tool"], c["mode"]) for c in calls] == [
+        *[("read_doc", "window")] * len(KEYS),
+        ("write_report", "serial"),
+    ]
     window = next(r for r in records if r["kind"] == "window")
     assert window["n"] == len(KEYS)
+    assert window["closed_by"] != "client_results"  # the certifier's own reason, as in the loop
+    assert kinds.count("run") == 1  # the conversation's summary, when it ended in its answer
 
 
 async def test_parallel_tool_calls_false_gets_one_call_per_response_passed_through() -> None:
@@ -860,3 +877,95 @@ async def test_without_inputs_a_window_costs_one_discarded_generation_and_says_s
     assert len(engine.requests) == len(with_inputs.requests)
     assert "no inputs" not in told[0].headers.get("x-harness-warning", "")
     assert len([e for e in logs if e["event"] == "no_inputs"]) == 1  # said once
+
+
+# -- conversations: one run of the loop per conversation, waiting for its client ---------------
+
+
+def _closed_by_next_phase() -> ProxyConfig:
+    """No slot count: the window closes when write_report (the next phase) is generated, so a
+    waiting conversation handles that call after the absorb without a new generation, and a
+    cold start generates it again (one more generation): the two are told apart."""
+    return ProxyConfig(effects=EFFECTS, manifest=_manifest("model", False))
+
+
+def _with_results(response: httpx.Response) -> list[Message]:
+    """The opening, the window the proxy returned and the client's results."""
+    message = response.json()["choices"][0]["message"]
+    results: list[Message] = [
+        {"role": "tool", "tool_call_id": c["id"], "content": run_tool(c)}
+        for c in message["tool_calls"]
+    ]
+    return [*opening(), message, *results]
+
+
+async def test_a_waiting_conversation_continues_without_a_new_generation() -> None:
+    engine = ScriptedEngine(survey_script)
+    app = build_app(engine, _closed_by_next_phase())
+    async with in_process_client(app) as client:
+        messages, responses = await client_loop(client)
+        assert len(app.state.proxy.conversations) == 0  # the run ended with its answer
+    assert [r.headers["x-harness-generations"] for r in responses] == ["4", "0", "1"]
+    assert messages[-1]["content"].startswith("done:")
+
+
+async def test_without_its_lifespan_the_proxy_answers_every_request_from_the_history() -> None:
+    from structlog.testing import capture_logs
+
+    engine = ScriptedEngine(survey_script)
+    app = build_app(engine, _closed_by_next_phase())
+    transport = httpx.ASGITransport(app=app)  # no lifespan: nothing can wait between requests
+    with capture_logs() as logs:
+        async with httpx.AsyncClient(transport=transport, base_url="http://proxy/v1") as client:
+            messages, responses = await client_loop(client)
+    assert [r.headers["x-harness-generations"] for r in responses] == ["4", "1", "1"]
+    assert messages[-1]["content"].startswith("done:")
+    assert [e["event"] for e in logs].count("no_lifespan") == 1  # said once, not per request
+
+
+async def test_an_idle_conversation_is_dropped_and_its_client_cold_starts() -> None:
+    engine = ScriptedEngine(survey_script)
+    config = _closed_by_next_phase()
+    config.idle_s = 0.05
+    app = build_app(engine, config)
+    async with in_process_client(app) as client:
+        response = await client.post("/chat/completions", json=body(opening()))
+        assert response.headers["x-harness-window"] == "3"
+        await anyio.sleep(0.2)  # the client takes longer than idle_s to run its calls
+        messages = _with_results(response)
+        absorb = await client.post("/chat/completions", json=body(messages))
+        assert absorb.status_code == 200, absorb.text
+        assert absorb.headers["x-harness-generations"] == "1"  # write_report generated again
+        assert app.state.proxy.conversations.evicted == 1
+
+
+async def test_leaving_the_lifespan_cancels_the_waiting_conversations(tmp_path: Any) -> None:
+    from harness.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "proxy.jsonl", log=False)
+    engine = ScriptedEngine(survey_script)
+    app = build_app(engine, _closed_by_next_phase(), ledger=ledger)
+    async with in_process_client(app) as client:
+        response = await client.post("/chat/completions", json=body(opening()))
+        assert response.headers["x-harness-window"] == "3"
+        assert len(app.state.proxy.conversations) == 1
+    assert len(app.state.proxy.conversations) == 0
+    ledger.close()
+    runs = [r for r in Ledger.read_jsonl(tmp_path / "proxy.jsonl") if r["kind"] == "run"]
+    assert len(runs) == 1
+    assert not runs[0]["finished"]  # recorded as stopped, not lost
+    assert "Cancelled" in runs[0]["error"]
+
+
+async def test_an_edited_history_starts_a_new_run_from_it() -> None:
+    engine = ScriptedEngine(survey_script)
+    app = build_app(engine, _closed_by_next_phase())
+    async with in_process_client(app) as client:
+        response = await client.post("/chat/completions", json=body(opening()))
+        messages = _with_results(response)
+        messages[1] = {"role": "user", "content": "Survey a, b and c, please."}  # edited
+        absorb = await client.post("/chat/completions", json=body(messages))
+        assert absorb.status_code == 200, absorb.text
+        assert absorb.headers["x-harness-generations"] == "1"  # not the waiting run's answer
+        # the upstream was shown the edited history, not the waiting run's transcript
+        assert engine.requests[-1].messages[1]["content"] == "Survey a, b and c, please."

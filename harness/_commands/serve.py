@@ -91,6 +91,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--max-messages", type=int, default=2048, help="messages per request limit")
     parser.add_argument(
+        "--max-generations",
+        type=int,
+        default=40,
+        help="upstream generations one request may fold in (default 40)",
+    )
+    parser.add_argument(
+        "--conversations",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="conversations kept waiting for their clients' results (default 1024; one "
+        "dropped costs its next request a cold start from its history, never a wrong answer)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="how long a conversation waits for its client's results (default 900)",
+    )
+    parser.add_argument(
         "--no-fabric",
         action="store_true",
         help="do not serve the execution fabric's POST /v1/fabric/runs (served by default, "
@@ -226,12 +247,20 @@ def run(args: argparse.Namespace) -> int:
         api_key=api_key,
         max_body_bytes=args.max_body_bytes,
         max_messages=args.max_messages,
+        max_generations=args.max_generations,
+        conversations_capacity=args.conversations,
+        idle_s=args.idle_timeout,
         secrets_to_hide=tuple(k for k in (upstream_key, api_key) if k),
         model=args.model or "harness",
         upstream=label,
         upstream_model=args.model if args.upstream else None,
     )
     config.check()
+    if args.max_generations < 1 or args.conversations < 0 or args.idle_timeout <= 0:
+        raise ConfigError(
+            f"--max-generations must be >= 1, --conversations >= 0 and --idle-timeout > 0; "
+            f"got {args.max_generations}, {args.conversations} and {args.idle_timeout}."
+        )
     if args.upstream_retries < 0 or args.upstream_timeout <= 0:
         raise ConfigError(
             f"--upstream-retries must be >= 0 and --upstream-timeout > 0; got "

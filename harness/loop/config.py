@@ -92,6 +92,10 @@ class LoopConfig:
     max_wall_s: float | None = None
     #: Billed tokens (input + output of every turn) one run may spend; None: no budget.
     max_billed_tokens: int | None = None
+    #: The ids calls get in the transcript: ``run`` (``call_0``, ``call_1``, ...: the same in
+    #: every arm, so arms compare) or ``engine`` (the engine's own, unless empty or already
+    #: used: the proxy's, whose transcript is its client's).
+    call_ids: Literal["run", "engine"] = "run"
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
@@ -101,6 +105,8 @@ class LoopConfig:
             raise ConfigError(f"Unknown policy {self.policy!r}; choose {choices}.")
         if self.max_turns < 1 or self.max_window < 1:
             raise ConfigError("max_turns and max_window must be at least 1.")
+        if self.call_ids not in ("run", "engine"):
+            raise ConfigError(f"Unknown call_ids {self.call_ids!r}; choose 'run' or 'engine'.")
         if self.max_wall_s is not None and self.max_wall_s <= 0:
             raise ConfigError(f"max_wall_s must be more than 0 seconds, got {self.max_wall_s}.")
         if self.max_billed_tokens is not None and self.max_billed_tokens < 1:

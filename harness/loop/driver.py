@@ -44,7 +44,6 @@ from harness.ledger import (
 from harness.loop.arm import ArmStrategy
 from harness.loop.config import Arm, LoopConfig, Policy
 from harness.loop.parallel import ParallelArm
-from harness.loop.policy import POLICIES
 from harness.loop.serial import SerialArm
 from harness.loop.speculative import flattened_arm
 from harness.loop.state import RunState
@@ -54,7 +53,7 @@ from harness.openai_format import messages_to_openai
 from harness.task import Task
 from harness.tools import Toolset
 
-__all__ = ("STRATEGIES", "LoopResult", "run_loop")
+__all__ = ("STRATEGIES", "LoopResult", "drive", "run_loop")
 
 #: Each arm's strategy, constructed as ``Strategy(state, detector, group)``.
 STRATEGIES: dict[Arm, Callable[[RunState, Detector, TaskGroup], ArmStrategy]] = {
@@ -114,12 +113,20 @@ async def run_loop(
     run_id: str | None = None,
     executor: Executor | None = None,
     journal: Journal | None = None,
+    detector: Detector | None = None,
+    on_start: Callable[[RunState], None] | None = None,
 ) -> LoopResult:
     """Run ``task`` to its final answer with ``config.arm`` (see :mod:`harness.loop`).
 
     ``executor``: how calls run (default: in process, against ``toolset``); every call of
-    every arm goes through its ``execute``. ``journal``: journal the run as it happens, or
+    every arm goes through its ``execute`` (a :class:`~harness.calls.WindowExecutor` gets a
+    revealed window's calls together). ``journal``: journal the run as it happens, or
     resume the run it holds (the run id is the journal's; calls run through it).
+    ``detector``: the certifier (default: ``config.detector`` by name); its tracker may
+    already stand at a history's phase position (the proxy's cold start,
+    :mod:`harness.proxy.conversation`). ``on_start``: called with the run's
+    :class:`~harness.loop.state.RunState` before its first turn (the proxy reads the
+    transcript of the calls it hands its client from it).
     """
     config = config or LoopConfig()
     skill = _resolve_skill(manifest, task)
@@ -138,21 +145,25 @@ async def run_loop(
             )
         run_id = journal.run_id
         journaled = JournaledCalls(journal, toolset, on_abandon=watch)
-    detector = make_detector(config.detector, max_window=config.max_window, marker=config.marker)
+    if detector is None:
+        detector = make_detector(
+            config.detector, max_window=config.max_window, marker=config.marker
+        )
     state = RunState(
         engine,
         toolset,
-        executor or journaled or ToolsetExecutor(toolset, on_abandon=watch),
         task,
         config,
-        skill,
-        ledger,
-        run_id,
+        executor=executor or journaled or ToolsetExecutor(toolset, on_abandon=watch),
+        skill=skill,
+        ledger=ledger,
+        run_id=run_id,
         detector_name=detector.name,
-        policy=POLICIES[config.policy](config),
         turns=JournaledTurns(journal) if journal is not None else None,
     )
     watch.run_id = state.run_id
+    if on_start is not None:
+        on_start(state)
     if journaled is not None:
         journaled.turn_of = state.emitted_turn
     started = time.monotonic()
@@ -164,7 +175,7 @@ async def run_loop(
             with anyio.move_on_after(config.max_wall_s) as deadline:
                 async with anyio.create_task_group() as group:
                     arm = STRATEGIES[config.arm](state, detector, group)
-                    answer = await _drive(state, arm)
+                    answer = await drive(state, arm)
         except BaseExceptionGroup as group_error:
             single = _single(group_error)
             raise single from single.__cause__  # keep an engine error's original cause
@@ -285,7 +296,13 @@ def _resolve_skill(manifest: Manifest | Skill | None, task: Task) -> Skill | Non
     return manifest.skill(task.skill)
 
 
-async def _drive(state: RunState, arm: ArmStrategy) -> str | None:
+async def drive(state: RunState, arm: ArmStrategy) -> str | None:
+    """The turn loop every run goes through — :func:`run_loop`'s, and so the proxy's: the
+    arm's settings, one generation, a reply cut off at ``max_tokens`` turned into a counted
+    mistake, the stuck guard, the arm's review and handling, the mistake budget; until the arm
+    reports a final answer (returned). Calls run where the state's executor runs them: in
+    process, through a journal, or at a client (the proxy's executor suspends the drive until
+    the client sends the results back)."""
     while True:
         settings = arm.settings()
         completion = await state.generate(settings, window_open=arm.window_open)

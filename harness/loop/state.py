@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness.calls import Executor, ToolResult
+from harness.calls import Executor, ToolResult, ToolsetExecutor
 from harness.engines.base import (
     Completion,
     Engine,
@@ -43,7 +43,7 @@ from harness.loop.input_enums import (
     open_slot_specs,
     skill_specs,
 )
-from harness.loop.policy import PolicyStrategy
+from harness.loop.policy import POLICIES, PolicyStrategy
 from harness.loop.transcript import Transcript
 from harness.manifest import Skill
 from harness.speculation import SpecStats, draft_calls
@@ -69,26 +69,30 @@ class RunState:
         self,
         engine: Engine,
         toolset: Toolset,
-        executor: Executor,
         task: Task,
         config: LoopConfig,
-        skill: Skill | None,
-        ledger: Ledger,
-        run_id: str | None,
         *,
-        detector_name: str,
-        policy: PolicyStrategy,
+        executor: Executor | None = None,
+        skill: Skill | None = None,
+        ledger: Ledger | None = None,
+        run_id: str | None = None,
+        detector_name: str | None = None,
+        policy: PolicyStrategy | None = None,
         turns: JournaledTurns | None = None,
     ) -> None:
+        """What a run needs is the engine, the toolset, the task and the config; the rest
+        says how :func:`~harness.loop.driver.run_loop` wired it (defaults: calls in process
+        against ``toolset``, no skill, a fresh ledger, a generated run id, the config's
+        detector and policy, no journal)."""
         self.engine = engine
         self.toolset = toolset
-        self.executor = executor
+        self.executor = executor or ToolsetExecutor(toolset)
         self.task = task
         self.config = config
         self.skill = skill
-        self.ledger = ledger
-        self.detector_name = detector_name
-        self.policy = policy
+        self.ledger = ledger or Ledger()
+        self.detector_name = detector_name or config.detector
+        self.policy = policy or POLICIES[config.policy](config)
         self.journaled_turns = turns
         self.run_id = run_id or f"{task.id}-{config.arm}-{uuid.uuid4().hex[:8]}"
         self.specs = toolset.specs()
@@ -96,7 +100,8 @@ class RunState:
             self.specs = skill_specs(self.specs, skill)
         if (config.input_enums or config.open_slots) and skill is not None:
             self.specs = input_enum_specs(self.specs, skill, task.inputs)
-        self.transcript = Transcript(task.system or DEFAULT_LOOP_SYSTEM, task.prompt, task.history)
+        system = DEFAULT_LOOP_SYSTEM if task.system is None else task.system
+        self.transcript = Transcript(system, task.prompt, task.history)
         self.budgets = Budgets(config, task.id, self.run_id, task.max_turns or config.max_turns)
         self.results: dict[str, ToolResult] = {}
         self.calls: list[ToolCall] = []
@@ -232,13 +237,24 @@ class RunState:
         return completion
 
     def _renumber(self, completion: Completion) -> Completion:
-        """Give every call a run-unique, arm-independent id (``call_0``, ``call_1``, ...)."""
+        """Give every call a run-unique, arm-independent id (``call_0``, ``call_1``, ...), or
+        with ``config.call_ids == "engine"`` keep the engine's own id unless it is empty or
+        already taken (a proxy: the transcript is its client's)."""
         if not completion.tool_calls:
             return completion
-        calls = tuple(replace(c, id=self._next_id()) for c in completion.tool_calls)
-        for c in calls:
+        keep = self.config.call_ids == "engine"
+        calls = []
+        for c in completion.tool_calls:
+            if not (
+                keep
+                and c.id
+                and c.id not in self._emitted_turn
+                and c.id not in self.transcript.taken_ids
+            ):
+                c = replace(c, id=self._next_id())
             self._emitted_turn[c.id] = self.turn
-        return replace(completion, tool_calls=calls)
+            calls.append(c)
+        return replace(completion, tool_calls=tuple(calls))
 
     def emitted_turn(self, call_id: str) -> int | None:
         """The turn that emitted ``call_id`` (None for a call the model did not emit)."""

@@ -7,7 +7,12 @@ result in its place when the window is revealed (the absorb turn).
 A run may start from an existing history (``Task.history``, already normalised by
 :mod:`harness.openai_format`) instead of a system prompt and a user prompt; its messages come
 first and are never changed, and :attr:`Transcript.history_length` says where the run's own
-messages begin.
+messages begin. An empty ``system`` adds no system message (the proxy keeps a client's history
+as the client sent it).
+
+Messages the loop adds for the model alone — a reply cut off at ``max_tokens`` and the note
+that tells the model so — are :attr:`Transcript.internal`: a client driving the run from
+outside (the proxy's) never sees them, and :meth:`Transcript.client_view` leaves them out.
 """
 
 from __future__ import annotations
@@ -26,20 +31,20 @@ class Transcript:
     def __init__(self, system: str, prompt: str, history: Sequence[Message] = ()) -> None:
         if history:
             self.messages: list[Message] = [dict(m) for m in history]
-            if self.messages[0]["role"] != "system":
+            if system and self.messages[0]["role"] != "system":
                 self.messages.insert(0, {"role": "system", "content": system})
             self.history_length = len(self.messages)
             if prompt:
                 self.messages.append({"role": "user", "content": prompt})
         else:
-            self.messages = [
-                {"role": "system", "content": system},
-                {"role": "user", "content": prompt},
-            ]
+            self.messages = [{"role": "system", "content": system}] if system else []
+            self.messages.append({"role": "user", "content": prompt})
             self.history_length = 0
         #: Call ids the history already uses (the run's own calls get others).
         self.taken_ids = call_ids(self.messages)
         self._result_at: dict[str, int] = {}
+        #: Indices of the messages the loop added for the model alone (see the module docstring).
+        self.internal: set[int] = set()
 
     @property
     def tool_messages(self) -> int:
@@ -88,7 +93,9 @@ class Transcript:
         self.messages.append(completion.to_message())
 
     def append_cut_off(self, completion: Completion, limit: int) -> None:
-        """A reply cut at ``limit`` tokens, and the note that tells the model so."""
+        """A reply cut at ``limit`` tokens, and the note that tells the model so (both
+        :attr:`internal`)."""
+        self.internal.update((len(self.messages), len(self.messages) + 1))
         self.messages.append(completion.to_message())
         self.messages.append(
             {
@@ -99,3 +106,8 @@ class Transcript:
                 ),
             }
         )
+
+    def client_view(self) -> list[Message]:
+        """The messages without the :attr:`internal` ones: what a client driving the run
+        from outside holds (results in place of markers once it has them)."""
+        return [m for i, m in enumerate(self.messages) if i not in self.internal]

@@ -10,7 +10,8 @@ generates the absorb turn. The model never sees a parallel message; the client m
 round trips per window instead of n + 1. Uncertifiable traffic passes through (arm S).
 
 Modules: :mod:`~harness.proxy.app` (the ASGI app, :func:`build_app`),
-:mod:`~harness.proxy.flatten` (arm F with the client as executor),
+:mod:`~harness.proxy.conversation` (a conversation is one run of the loop, arm F, with the
+client as its executor),
 :mod:`~harness.proxy.restore` (serial restoration), :mod:`~harness.proxy.ids` (minted,
 tamper-evident call ids), :mod:`~harness.proxy.store` (the bounded store),
 :mod:`~harness.proxy.effects_file` (``--effects FILE``), :mod:`~harness.proxy.protocol` (the

@@ -8,7 +8,9 @@ OpenAI-compatible servers) to a Starlette app. Each chat request:
    and its skill and inputs are read from ``X-Harness-Skill`` / ``X-Harness-Inputs`` or the
    body's ``harness_skill`` / ``harness_inputs`` (a manifest with one skill: the default);
 2. has its flattened windows put back in serial form (:mod:`harness.proxy.restore`);
-3. is answered by arm F with the client as the executor (:mod:`harness.proxy.flatten`), or
+3. is answered by the loop itself — a conversation is one run of arm F with the client as
+   the executor, waiting between requests for the client's results
+   (:mod:`harness.proxy.conversation`) — or
    passed through (arm S: one generation, the reply as the upstream gave it) when the client
    asks for it (``X-Harness-Arm: S``), when it wants at most one call per response
    (``parallel_tool_calls: false``, as the OpenAI API defines it) or when it sends no tools;
@@ -24,39 +26,56 @@ same port); they share the API-key check.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import time
+import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from harness._logging import get_logger
+from harness.calls import ToolResult
 from harness.certify import make_detector
 from harness.effects import Effect
 from harness.engines.base import (
-    Completion,
     Engine,
+    GenerationSettings,
     HealthCheckingEngine,
     Message,
     StreamingEngine,
     ToolCall,
     ToolSpec,
-    Usage,
 )
 from harness.engines.router import conversation_key
 from harness.errors import ConfigError, EngineError, HarnessError
-from harness.ledger import CallRecord, Ledger, UnrestoredRecord, WindowRecord
+from harness.ledger import Ledger, UnrestoredRecord
 from harness.loop.config import LoopConfig
+from harness.loop.state import RunState
 from harness.manifest import Manifest, Skill
+from harness.proxy.conversation import (
+    Conversation,
+    Conversations,
+    Event,
+    Failed,
+    Finished,
+    Handoff,
+    Meter,
+    MeteredEngine,
+    Positioned,
+    history_digest,
+    result_ids,
+    tool_texts,
+)
 from harness.proxy.effects_file import toolset_for
-from harness.proxy.flatten import Outcome, ProxyArm, ProxyState, answer, replay_calls
 from harness.proxy.ids import CallIds
 from harness.proxy.overhead import Kind, Overheads
-from harness.proxy.positions import HistoryCall, Place, PositionCache, history_calls
+from harness.proxy.positions import PositionCache, history_calls, replay
 from harness.proxy.protocol import (
     BadRequest,
     ChatRequest,
@@ -68,6 +87,7 @@ from harness.proxy.protocol import (
 from harness.proxy.restore import Restoration, restore_serial
 from harness.proxy.store import Pending, WindowStore
 from harness.proxy.streaming import stream_pass_through
+from harness.task import Task
 from harness.tools import Toolset
 
 try:
@@ -94,6 +114,24 @@ _RECORDS_KEPT = 10_000
 _REPORTED_KEPT = 4096
 
 _log = get_logger("harness.proxy")
+#: A conversation's turn budget: the proxy bounds each request instead (``max_generations``).
+_CONVERSATION_TURNS = 1_000_000_000
+
+
+def _metered(engine: Engine, meter: Meter, hide: Callable[[str], str]) -> MeteredEngine:
+    return MeteredEngine(engine, lambda: meter, hide=hide)
+
+
+class _NoCalls:
+    """A pass-through's executor: it runs no call (the client does, after the reply)."""
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        raise ConfigError(
+            f"Call {call.id} ({call.name}) would run inside the proxy's pass-through; this is "
+            "a bug in harness.proxy: please report it."
+        )
+
+
 #: Seconds ``/health`` waits for the upstream's answer.
 _HEALTH_TIMEOUT_S = 5.0
 
@@ -113,6 +151,9 @@ class ProxyConfig:
     echoed in an error (the upstream's key). ``model``: the name ``/v1/models`` lists.
     ``upstream_model``: the model name every request asks a server upstream for (``harness
     serve --upstream URL --model NAME``); ``None``: the client's own ``model``, forwarded.
+    ``conversations_capacity``: conversations kept waiting for their clients' results, each
+    for at most ``idle_s`` seconds (:mod:`harness.proxy.conversation`; one dropped costs its
+    next request a cold start, never a wrong answer).
     """
 
     effects: Mapping[str, Effect] = field(default_factory=dict)
@@ -130,6 +171,8 @@ class ProxyConfig:
     model: str = "harness"
     upstream: str = "the embedded engine"
     upstream_model: str | None = None
+    conversations_capacity: int = 1024
+    idle_s: float = 900.0
 
     def check(self) -> None:
         """Refuse, with one sentence, a configuration that cannot certify what it was given
@@ -162,12 +205,12 @@ class ProxyConfig:
 class Served:
     """One answered request: the response ``body`` (``None`` when streamed token by token:
     ``chunks``, its server-sent events), the X-Harness ``headers``, the request's ``kind``
-    (:mod:`harness.proxy.overhead`) and the run ``state`` (its time awaiting the upstream)."""
+    (:mod:`harness.proxy.overhead`) and its ``meter`` (its time awaiting the upstream)."""
 
     body: dict[str, Any] | None
     headers: dict[str, str]
     kind: Kind
-    state: ProxyState
+    meter: Meter
     chunks: AsyncIterator[str] | None = None
 
 
@@ -182,6 +225,8 @@ class ProxyService:
         self.store = WindowStore(config.store_capacity)
         self.detector = make_detector(config.detector, max_window=config.max_window)
         self.positions = PositionCache(config.positions_capacity)
+        self.conversations = Conversations(config.conversations_capacity, config.idle_s)
+        self._group: TaskGroup | None = None
         self._toolsets: OrderedDict[str, Toolset] = OrderedDict()
         self._reported: OrderedDict[tuple[str, str], None] = OrderedDict()
         #: Seconds spent in the proxy itself per request, by kind (:mod:`harness.proxy.overhead`).
@@ -266,8 +311,12 @@ class ProxyService:
                     param="tools",
                 )
         restoration = restore_serial(request.messages, self.ids, self.store)
-        run_id = f"proxy-{conversation_key(restoration.messages)}"
-        self._report(restoration, run_id)
+        # The conversation's name (its windows' keys derive from it: the same conversation
+        # gets the same minted ids from any proxy with the same secret), and its run's id
+        # (unique: concurrent conversations may share an opening).
+        name = f"proxy-{conversation_key(restoration.messages)}"
+        run_id = f"{name}-{uuid.uuid4().hex[:8]}"
+        self._report(restoration, name)
         missing_inputs = self._without_inputs(skill, inputs) if arm == "F" and skill else None
         notes = [missing_inputs] if missing_inputs else []
         # The upstream is a serial model: arm F asks it for one call per turn; a pass-through
@@ -282,63 +331,163 @@ class ProxyService:
             model=self.config.upstream_model or request.model or None,
             unsent=unsent,
         )
+        task = Task(
+            id=run_id,
+            prompt="",
+            system="",  # the client's history as it is: no system message added
+            skill=skill.name if skill is not None else None,
+            inputs=inputs,
+            history=tuple(restoration.messages),
+        )
+        if arm == "S":
+            return await self._pass_through(request, task, toolset, settings, restoration, notes)
         config = LoopConfig(
-            arm="F" if arm == "F" else "S",
+            arm="F",
             detector=self.config.detector,
-            max_turns=self.config.max_generations,
+            # The proxy's budget is per request (``max_generations``, the meter's); a
+            # conversation may go on as long as its client does.
+            max_turns=_CONVERSATION_TURNS,
             max_window=self.config.max_window,
             generation=settings,
+            call_ids="engine",  # the transcript is the client's: the upstream's ids
         )
-        state = ProxyState(
+        window = restoration.windows[-1] if restoration.windows else None
+        brought = window.calls if window is not None and window.last else ()
+        digest = history_digest(restoration.messages, result_ids(restoration.messages, brought))
+        conversation = self.conversations.claim(digest)
+        kind: Kind = "absorb" if brought else "serial"
+        fresh = conversation is None or not self._deliver(conversation, restoration)
+        if conversation is None or fresh:
+            conversation = self._cold_start(task, toolset, config, skill, restoration, tools_key)
+            conversation.name = name
+        meter = conversation.meter  # this request's (a delivery starts a new one)
+        discards = conversation.discards
+        event = await self._next_event(conversation, fresh=fresh)
+        if isinstance(event, Failed):
+            raise event.error
+        if isinstance(event, Finished):
+            completion = event.completion
+            message: Message = {"role": "assistant", "content": completion.content}
+            body = chat_response(
+                request.model or self.config.model, message, completion.finish_reason, meter.usage
+            )
+            size = 0
+        else:
+            if not conversation.stateless:
+                self.conversations.park(conversation.expected_digest(), conversation)
+            body = self._handed_off(request, conversation, event, meter)
+            size = len(event.calls) if event.window else 0
+            kind = "flattening" if event.window and kind != "absorb" else kind
+        out_headers = self._headers(
+            "F",
+            size,
+            meter.generations,
+            restoration,
+            conversation.discards - discards,
+            notes,
+        )
+        return Served(body, out_headers, kind, meter)
+
+    def _deliver(self, conversation: Conversation, restoration: Restoration) -> bool:
+        """Give the waiting ``conversation`` the results this request brings; False (and the
+        conversation dropped) when any is missing."""
+        pending = conversation.pending
+        texts = tool_texts(restoration.messages)
+        if pending is None or any(c.id not in texts for c in pending.calls):
+            conversation.scope.cancel()
+            return False
+        conversation.start_request()
+        conversation.client_messages = restoration.messages
+        pending.deliver(texts)
+        return True
+
+    def _cold_start(
+        self,
+        task: Task,
+        toolset: Toolset,
+        config: LoopConfig,
+        skill: Skill | None,
+        restoration: Restoration,
+        tools_key: str,
+    ) -> Conversation:
+        """A new run over the client's history, its tracker at the history's phase position:
+        from the longest cached prefix of the history, the rest replayed
+        (:mod:`harness.proxy.positions`)."""
+        calls = history_calls(
+            restoration.messages, [[c.id for c in w.calls] for w in restoration.windows]
+        )
+        context = "\x1d".join(
+            (
+                self.detector.name,
+                str(self.config.max_window),
+                skill.name if skill is not None else "",
+                json.dumps(task.inputs, sort_keys=True, default=str),
+                tools_key,
+            )
+        )
+        keys = self.positions.prefix_keys(context, calls)
+        resumed = self.positions.resume(keys)
+        covered, tracker = resumed if resumed is not None else (0, None)
+        if tracker is None:
+            tracker = self.detector.tracker(toolset, skill, task.inputs)
+        replay(tracker, calls[covered:])
+        self.positions.keep(keys[-1][1], tracker)
+        return Conversation(
             self.engine,
             toolset,
-            request.tools,
-            restoration.messages,
+            task,
             config,
-            skill,
-            inputs,
-            self.ledger,
-            run_id,
-            detector_name=self.detector.name,
+            skill=skill,
+            ledger=self.ledger,
+            detector=Positioned(self.detector, tracker),
+            max_generations=self.config.max_generations,
+            hide=self.hide,
         )
-        self._record_results(state, restoration)
-        kind: Kind = "pass_through"
-        if arm == "S":
-            if request.stream and not request.tools and isinstance(self.engine, StreamingEngine):
-                chunks = await stream_pass_through(
-                    state,
-                    request.model or self.config.model,
-                    include_usage=request.include_usage,
-                    upstream=self.config.upstream,
-                    hide=self.hide,
-                )
-                headers = self._headers(arm, 0, 1, restoration, 0, notes)
-                return Served(None, headers, kind, state, chunks)
-            outcome = await self._pass_through(state)
-        else:
-            proxy_arm = self._replayed(state, restoration, tools_key)
-            pending = self._pending(restoration)
-            outcome = await answer(
-                state,
-                proxy_arm,
-                pending.remainder if pending else (),
-                pending.remainder_content if pending else None,
-                pending.remainder_serial if pending else False,
+
+    async def _next_event(self, conversation: Conversation, *, fresh: bool) -> Event:
+        """The conversation's next event; a fresh one is started first, in the app's task
+        group (it outlives this request), or — an app run without its lifespan — in this
+        request's, and dropped after its first event (its next request cold-starts)."""
+        if fresh and self._group is not None:
+            self._group.start_soon(conversation.run, name=f"proxy {conversation.run_id}")
+        if not fresh or self._group is not None:
+            try:
+                return await conversation.next_event()
+            except BaseException:  # this request was cancelled (its client went away)
+                conversation.scope.cancel()  # no one will bring the results it would wait for
+                raise
+        self._warn_stateless()
+        conversation.stateless = True
+        async with anyio.create_task_group() as group:
+            group.start_soon(conversation.run)
+            event = await conversation.next_event()
+            group.cancel_scope.cancel()
+        return event
+
+    def _warn_stateless(self) -> None:
+        key = ("stateless", "")
+        if key not in self._reported:
+            self._reported[key] = None
+            _log.warning(
+                "no_lifespan",
+                detail="the proxy app runs without its lifespan, so no conversation can wait "
+                "for its client: every request starts from the client's history (a window's "
+                "closing call is generated again); run it under uvicorn, or enter "
+                "`async with in_process_client(app)`",
             )
-            self._keep_window(state, proxy_arm, outcome, tools_key)
-            kind = (
-                "absorb"
-                if restoration.windows and restoration.windows[-1].last
-                else "flattening"
-                if outcome.kind == "window"
-                else "serial"
-            )
-        body = self._response(request, outcome, run_id)
-        window = len(outcome.calls) if outcome.kind == "window" else 0
-        out_headers = self._headers(
-            arm, window, len(outcome.completions), restoration, outcome.discards, notes
-        )
-        return Served(body, out_headers, kind, state)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """The app's lifespan: the task group the conversations waiting for their clients
+        run in; leaving it cancels them all."""
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                yield
+            finally:
+                self._group = None
+                self.conversations.close()
+                group.cancel_scope.cancel()
 
     def _report(self, restoration: Restoration, run_id: str) -> None:
         """Log and count each window that came back changed and was passed through, once
@@ -359,53 +508,6 @@ class ProxyService:
                 detail=item.message,
             )
             self.ledger.emit(UnrestoredRecord(run_id, item.window, item.reason, item.message))
-
-    def _replayed(self, state: ProxyState, restoration: Restoration, tools_key: str) -> ProxyArm:
-        """Arm F at the phase position the history's calls reached: from the longest cached
-        prefix of the history, the rest replayed (:mod:`harness.proxy.positions`)."""
-        calls = history_calls(
-            restoration.messages, [[c.id for c in w.calls] for w in restoration.windows]
-        )
-        context = self._context(state, tools_key)
-        keys = self.positions.prefix_keys(context, calls)
-        resumed = self.positions.resume(keys)
-        covered, tracker = resumed if resumed is not None else (0, None)
-        proxy_arm = ProxyArm(state, self.detector, tracker)
-        replay_calls(proxy_arm, calls[covered:])
-        self.positions.keep(keys[-1][1], proxy_arm.windows.tracker)
-        proxy_arm.history = calls
-        return proxy_arm
-
-    def _context(self, state: ProxyState, tools_key: str) -> str:
-        """What a replay depends on besides the history's calls."""
-        return "\x1d".join(
-            (
-                self.detector.name,
-                str(self.config.max_window),
-                state.skill.name if state.skill is not None else "",
-                json.dumps(state.task.inputs, sort_keys=True, default=str),
-                tools_key,
-            )
-        )
-
-    def _keep_window(
-        self, state: ProxyState, proxy_arm: ProxyArm, outcome: Outcome, tools_key: str
-    ) -> None:
-        """A window goes back to the client: keep the tracker at the position the next
-        request's replay would reach (its history is this one's plus the window's calls) —
-        when, since the replay, the window's calls were the only admissions and each joined,
-        it is the live tracker (a replay would admit the same calls to the same effect)."""
-        window = outcome.window
-        if window is None or not window.calls or not proxy_arm.recording.only_joined(window.calls):
-            return
-        places: list[Place] = ["member"] * (len(window.calls) - 1)
-        places.append("last")
-        calls = [
-            *proxy_arm.history,
-            *(HistoryCall(c, p) for c, p in zip(window.calls, places, strict=True)),
-        ]
-        keys = self.positions.prefix_keys(self._context(state, tools_key), calls)
-        self.positions.keep(keys[-1][1], proxy_arm.windows.tracker)
 
     def _without_inputs(self, skill: Skill, inputs: Mapping[str, Any]) -> str | None:
         """A sentence when a fan-out phase's slot count names an input the request does not
@@ -451,104 +553,90 @@ class ProxyService:
             out["X-Harness-Warning"] = _header_text("; ".join(warnings))
         return out
 
-    async def _pass_through(self, state: ProxyState) -> Outcome:
-        completion = await state.generate(state.config.generation)
-        return Outcome(
-            "calls" if completion.tool_calls else "answer",
-            state.completions,
-            completion,
-            calls=completion.tool_calls,
-            content=completion.content,
+    async def _pass_through(
+        self,
+        request: ChatRequest,
+        task: Task,
+        toolset: Toolset,
+        settings: GenerationSettings,
+        restoration: Restoration,
+        notes: Sequence[str],
+    ) -> Served:
+        """Arm S: one generation of the client's history, the reply as the upstream gave it
+        (its call ids kept); streamed delta by delta when the client asks and sends no tools."""
+        meter = Meter(1)
+        config = LoopConfig(
+            arm="S", max_window=self.config.max_window, generation=settings, call_ids="engine"
         )
-
-    def _pending(self, restoration: Restoration) -> Pending | None:
-        if not restoration.windows or not restoration.windows[-1].last:
-            return None
-        return self.store.get(restoration.windows[-1].key)
-
-    def _record_results(self, state: ProxyState, restoration: Restoration) -> None:
-        """The window whose results this request brings: its calls and the window, recorded
-        (older windows in the history were recorded when their results came)."""
-        if not restoration.windows or not restoration.windows[-1].last:
-            return
-        window = restoration.windows[-1]
-        now = time.monotonic()
-        for call, text in zip(window.calls, window.results, strict=True):
-            state.ledger.emit(
-                CallRecord(
-                    run_id=state.run_id,
-                    call_id=call.id,
-                    tool=call.name,
-                    arguments=call.arguments,
-                    turn=-1,
-                    mode="client",
-                    window=None,
-                    is_error=False,
-                    error_kind=None,
-                    started=now,
-                    finished=now,
-                    result_chars=len(text),
-                    outcome_known=True,
-                )
-            )
-        state.ledger.emit(
-            WindowRecord(
-                run_id=state.run_id,
-                index=len(restoration.windows) - 1,
-                arm="F",
-                detector=state.detector_name,
-                phase=None,
-                n=len(window.calls),
-                call_ids=tuple(c.id for c in window.calls),
-                tools=tuple(c.name for c in window.calls),
-                arguments=tuple(c.arguments for c in window.calls),
-                closed_by="client_results",
-                evidence=(f"window {window.key}: results came back from the client",),
-                opened_turn=-1,
-                closed_turn=-1,
-                tool_wall_s=0.0,
-                tool_serial_s=0.0,
-            )
+        state = RunState(
+            _metered(self.engine, meter, self.hide),
+            toolset,
+            task,
+            config,
+            executor=_NoCalls(),
+            ledger=self.ledger,
+            run_id=task.id,
+            detector_name=self.detector.name,
         )
+        headers = self._headers("S", 0, 1, restoration, 0, notes)
+        if request.stream and not request.tools and isinstance(self.engine, StreamingEngine):
+            chunks = await stream_pass_through(
+                state,
+                self.engine,
+                meter,
+                request.model or self.config.model,
+                include_usage=request.include_usage,
+                upstream=self.config.upstream,
+                hide=self.hide,
+            )
+            return Served(None, headers, "pass_through", meter, chunks)
+        started = time.monotonic()
+        state.budgets.check_turns()
+        completion = await state.complete(state.turn, settings, "call")
+        completion = state.took_turn(completion, "call", started)
+        message: Message = {"role": "assistant", "content": completion.content}
+        if completion.tool_calls:
+            message["tool_calls"] = [c.to_openai() for c in completion.tool_calls]
+        body = chat_response(
+            request.model or self.config.model,
+            message,
+            "tool_calls" if completion.tool_calls else completion.finish_reason,
+            meter.usage,
+        )
+        return Served(body, headers, "pass_through", meter)
 
-    def _response(self, request: ChatRequest, outcome: Outcome, run_id: str) -> dict[str, Any]:
-        usage = sum((c.usage for c in outcome.completions), Usage())
+    def _handed_off(
+        self, request: ChatRequest, conversation: Conversation, handoff: Handoff, meter: Meter
+    ) -> dict[str, Any]:
+        """The response that hands ``handoff``'s calls to the client: a serial call as the
+        transcript holds it; a window as one message whose calls carry minted ids
+        (:mod:`harness.proxy.ids`), what they cannot carry kept in the store."""
         model = request.model or self.config.model
-        if outcome.kind == "answer":
-            completion = outcome.completion or Completion("")
-            message: Message = {"role": "assistant", "content": completion.content}
-            return chat_response(model, message, completion.finish_reason, usage)
-        if outcome.kind == "calls":
-            message = {
+        calls = handoff.calls
+        contents = conversation.contents(calls)
+        if not handoff.window:
+            message: Message = {
                 "role": "assistant",
-                "content": outcome.content,
-                "tool_calls": [c.to_openai() for c in outcome.calls],
+                "content": contents[0],
+                "tool_calls": [c.to_openai() for c in calls],
             }
-            return chat_response(model, message, "tool_calls", usage)
-        calls = outcome.calls
-        key = self.ids.window_key(run_id, calls)
+            return chat_response(model, message, "tool_calls", meter.usage)
+        key = self.ids.window_key(conversation.name, calls)
         minted = [
             ToolCall(self.ids.mint(key, i, len(calls), c), c.name, c.arguments)
             for i, c in enumerate(calls)
         ]
-        contents = outcome.contents
         later = any(c for c in contents[1:])
         self.store.put(
             key,
-            Pending(
-                contents if later else (),
-                outcome.remainder,
-                outcome.remainder_content,
-                outcome.remainder_serial,
-                arguments=tuple(c.arguments for c in calls),
-            ),
+            Pending(contents if later else (), arguments=tuple(c.arguments for c in calls)),
         )
         message = {
             "role": "assistant",
             "content": contents[0] if contents else None,
             "tool_calls": [c.to_openai() for c in minted],
         }
-        return chat_response(model, message, "tool_calls", usage)
+        return chat_response(model, message, "tool_calls", meter.usage)
 
     def hide(self, text: str) -> str:
         for secret in self.config.secrets_to_hide:
@@ -621,11 +709,11 @@ def _respond(
         )
     else:
         response = JSONResponse(served.body, headers=served.headers)
-    state = served.state
+    meter = served.meter
     service.overheads.add(
         served.kind,
-        time.perf_counter() - started[0] - state.upstream_s,
-        time.thread_time() - started[1] - state.upstream_cpu_s,
+        time.perf_counter() - started[0] - meter.upstream_s,
+        time.thread_time() - started[1] - meter.upstream_cpu_s,
     )
     return response
 
@@ -636,12 +724,12 @@ async def _measured(
     """A token stream's chunks; its overhead is the proxy's time before the first chunk and
     between chunks, less the upstream's (the time the client takes is not counted)."""
     assert served.chunks is not None
-    state = served.state
-    wall = time.perf_counter() - started[0] - state.upstream_s
-    cpu = time.thread_time() - started[1] - state.upstream_cpu_s
+    meter = served.meter
+    wall = time.perf_counter() - started[0] - meter.upstream_s
+    cpu = time.thread_time() - started[1] - meter.upstream_cpu_s
     async for chunk in served.chunks:
         yield chunk
-    service.overheads.add(served.kind, wall + state.proxy_s, cpu + state.proxy_cpu_s)
+    service.overheads.add(served.kind, wall + meter.proxy_s, cpu + meter.proxy_cpu_s)
 
 
 def build_app(
@@ -738,6 +826,7 @@ def build_app(
     ]
     app = Starlette(
         routes=routes,
+        lifespan=lambda app: service.lifespan(),
         exception_handlers={404: not_found},
         middleware=[Middleware(_ApiKey, key=cfg.api_key, open_paths=("/health", "/v1/health"))],
     )

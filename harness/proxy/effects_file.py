@@ -35,7 +35,7 @@ from harness.engines.base import ToolSpec
 from harness.errors import ConfigError, ToolsetError
 from harness.tools import Tool, Toolset
 
-__all__ = ("EFFECT_FIELDS", "effects_from_dict", "load_effects", "toolset_for")
+__all__ = ("EFFECT_FIELDS", "ClientToolset", "effects_from_dict", "load_effects", "toolset_for")
 
 _BOOLS = ("read_only", "idempotent", "destructive", "open_world", "accepts_idempotency_key")
 _TARGETS = ("write_targets", "read_targets")
@@ -124,7 +124,19 @@ def _effect(source: str, name: str, raw: Any) -> Effect:
     return effect
 
 
-def toolset_for(specs: Sequence[ToolSpec], effects: Mapping[str, Effect]) -> Toolset:
+class ClientToolset(Toolset):
+    """A client's tools: shown to the model as the client's own specs, byte for byte and in
+    the client's order (:meth:`specs`), certified with the effects file's annotations."""
+
+    def __init__(self, tools: Sequence[Tool], specs: Sequence[ToolSpec]) -> None:
+        super().__init__(tools, name="client")
+        self._client_specs = [dict(s) for s in specs]
+
+    def specs(self) -> list[ToolSpec]:
+        return [dict(s) for s in self._client_specs]
+
+
+def toolset_for(specs: Sequence[ToolSpec], effects: Mapping[str, Effect]) -> ClientToolset:
     """The client's tools (OpenAI specs) with the effects file's annotations applied; a tool
     the file does not name is the worst case (its spec's own ``annotations`` are ignored:
     the file is the one source of effects the proxy trusts)."""
@@ -135,7 +147,7 @@ def toolset_for(specs: Sequence[ToolSpec], effects: Mapping[str, Effect]) -> Too
         for tool in toolset.values():
             effect = effects.get(tool.name)
             tools.append(tool.with_effect(effect) if effect is not None else tool)
-        return Toolset(tools, name="client")
+        return ClientToolset(tools, specs)
     except ToolsetError as exc:
         raise ConfigError(f"The effects do not fit the request's tools: {exc}") from None
 

@@ -4,7 +4,7 @@ are new since the history it extends.
 Each request rebuilds arm F's state from the client's history (the proxy keeps no
 per-conversation state): every call the history holds is admitted, in order, through a fresh
 detector tracker, so that the tracker stands at the phase position the run reached
-(:func:`~harness.proxy.flatten.replay_history`). A client's next request is its last one plus
+(:func:`replay`). A client's next request is its last one plus
 the calls it was just given, so replaying the whole history every time costs each request
 the certification of every earlier call: most of the proxy's own time on a long run.
 
@@ -33,8 +33,16 @@ from typing import Literal, Protocol, runtime_checkable
 
 from harness.certify import WindowTracker
 from harness.engines.base import Message, ToolCall
+from harness.window import Windows
 
-__all__ = ("ForkableTracker", "HistoryCall", "Place", "PositionCache", "history_calls")
+__all__ = (
+    "ForkableTracker",
+    "HistoryCall",
+    "Place",
+    "PositionCache",
+    "history_calls",
+    "replay",
+)
 
 #: A call's place in the history: ``serial`` (not in a restored window), ``member`` (in a
 #: window, not its last call) or ``last`` (a window's last call).
@@ -74,6 +82,22 @@ def history_calls(
             )
             out.append(HistoryCall(call, place))
     return out
+
+
+def replay(tracker: WindowTracker, calls: Sequence[HistoryCall]) -> WindowTracker:
+    """Bring ``tracker`` to the phase position ``calls`` leave it in (a history's, or the part
+    of one after a cached position, which starts where no window is open): every call
+    admitted in order, the history's windows as windows, every other call on its own.
+    Nothing runs and nothing is recorded (draft windows)."""
+    windows = Windows(tracker)
+    for item in calls:
+        if item.place == "serial":
+            windows.close("history")
+        windows.admit(item.call)
+        if item.closes:
+            windows.close("history")
+    windows.close("history")
+    return windows.tracker
 
 
 @runtime_checkable

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.engines.base import GenerationSettings, Message, ToolSpec, Usage
+from harness.errors import ConfigError
 
 __all__ = (
     "BadRequest",
@@ -73,8 +74,10 @@ _KNOWN = frozenset(
 _FORWARDED = ("max_tokens", "temperature", "parallel_tool_calls", "tool_choice")
 
 
-class BadRequest(Exception):
-    """A request the proxy cannot serve: ``status`` (400 unless said), ``message``, ``param``."""
+class BadRequest(ConfigError):
+    """A request the proxy cannot serve: ``status`` (400 unless said), ``message``, ``param``.
+    A client's input mistake, so a :class:`~harness.errors.ConfigError` (the app answers it
+    with an error body, never a 500)."""
 
     def __init__(self, message: str, *, param: str | None = None, status: int = 400) -> None:
         super().__init__(message)

@@ -77,11 +77,6 @@ class Restoration:
         """What was not restored, one sentence per window."""
         return [u.message for u in self.unrestored]
 
-    @property
-    def window_ids(self) -> frozenset[str]:
-        """The upstream ids of every restored window's calls."""
-        return frozenset(c.id for w in self.windows for c in w.calls)
-
 
 def restore_serial(
     messages: Sequence[Message], ids: CallIds, store: WindowStore | None = None

@@ -25,44 +25,46 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 from harness.engines.base import Completion, StreamingEngine
 from harness.errors import EngineError, HarnessError
-from harness.proxy.flatten import ProxyState
+from harness.loop.state import RunState
+from harness.proxy.conversation import Meter
 from harness.proxy.protocol import ChunkWriter, usage_body
 
 __all__ = ("stream_pass_through",)
 
 
 async def stream_pass_through(
-    state: ProxyState,
+    state: RunState,
+    engine: StreamingEngine,
+    meter: Meter,
     model: str,
     *,
     include_usage: bool,
     upstream: str = "the upstream",
     hide: Callable[[str], str] = str,
 ) -> AsyncIterator[str]:
-    """One pass-through generation of ``state`` streamed: returns the chunks once the first
+    """One pass-through generation of ``state`` streamed from ``engine`` (its time awaiting
+    the upstream and the proxy's own counted on ``meter``): returns the chunks once the first
     delta (or the whole reply) has arrived, so a failure to start raises here (an
     :class:`~harness.errors.EngineError`) and becomes an error response."""
-    engine = state.engine
-    assert isinstance(engine, StreamingEngine)
     state.budgets.check_turns()
     began = time.monotonic()
     stream = engine.stream(state.messages, state.specs, state.config.generation)
     try:
-        first = await _next(state, stream)
+        first = await _next(engine, meter, stream)
     except BaseException:
         await stream.aclose()
         raise
     writer = ChunkWriter(
         f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time()), model, include_usage=include_usage
     )
-    return _chunks(state, stream, first, writer, began, upstream, hide)
+    return _chunks(state, engine, meter, stream, first, writer, began, upstream, hide)
 
 
 async def _next(
-    state: ProxyState, stream: AsyncGenerator[str | Completion, None]
+    engine: StreamingEngine, meter: Meter, stream: AsyncGenerator[str | Completion, None]
 ) -> str | Completion:
     """The stream's next item, its wait counted as upstream time, failures typed."""
-    name = getattr(state.engine, "name", type(state.engine).__name__)
+    name = getattr(engine, "name", type(engine).__name__)
     started, cpu = time.perf_counter(), time.thread_time()
     try:
         item = await stream.__anext__()
@@ -75,8 +77,8 @@ async def _next(
     except Exception as exc:
         raise EngineError(f"Engine {name!r} raised {type(exc).__name__}: {exc}") from exc
     finally:
-        state.upstream_s += time.perf_counter() - started
-        state.upstream_cpu_s += time.thread_time() - cpu
+        meter.upstream_s += time.perf_counter() - started
+        meter.upstream_cpu_s += time.thread_time() - cpu
     if not isinstance(item, str | Completion):
         raise EngineError(
             f"Engine {name!r} streamed a {type(item).__name__}; a stream yields str deltas "
@@ -86,7 +88,9 @@ async def _next(
 
 
 async def _chunks(
-    state: ProxyState,
+    state: RunState,
+    engine: StreamingEngine,
+    meter: Meter,
     stream: AsyncGenerator[str | Completion, None],
     item: str | Completion,
     writer: ChunkWriter,
@@ -100,15 +104,17 @@ async def _chunks(
             if item:
                 own, cpu = time.perf_counter(), time.thread_time()
                 chunk = writer.delta({"content": item})
-                state.proxy_s += time.perf_counter() - own
-                state.proxy_cpu_s += time.thread_time() - cpu
+                meter.proxy_s += time.perf_counter() - own
+                meter.proxy_cpu_s += time.thread_time() - cpu
                 yield chunk
-            item = await _next(state, stream)
+            item = await _next(engine, meter, stream)
         own, cpu = time.perf_counter(), time.thread_time()
+        meter.generations += 1
+        meter.usage = meter.usage + item.usage
         completion = state.took_turn(item, "call", began)
         end = list(writer.end(completion.finish_reason, usage_body(completion.usage)))
-        state.proxy_s += time.perf_counter() - own
-        state.proxy_cpu_s += time.thread_time() - cpu
+        meter.proxy_s += time.perf_counter() - own
+        meter.proxy_cpu_s += time.thread_time() - cpu
         for chunk in end:
             yield chunk
     except EngineError as exc:
