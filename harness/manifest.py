@@ -33,7 +33,9 @@ Argument sources (``"tool.argument" = SOURCE``):
     chosen freely by the model (no dependency).
 
 A fan-out phase is the D3 signal (a manifest phase annotation); its ``slots`` is the
-slot-closure signal (the window closes after that many calls). Validation errors name the
+slot-closure signal (the window closes after that many calls). A skill's optional
+``[skills.NAME.inputs.FIELD]`` tables say where each task input is written in a conversation,
+for clients that never send them (:mod:`harness.input_sources`). Validation errors name the
 file, the skill, the phase and the field.
 """
 
@@ -49,6 +51,7 @@ from typing import Any, Literal
 
 from harness.errors import ManifestError
 from harness.identity import Fold, identity_text
+from harness.input_sources import InputSource, parse_input_sources, read_inputs
 
 __all__ = (
     "ArgSource",
@@ -180,6 +183,13 @@ class Skill:
     name: str
     phases: tuple[Phase, ...]
     description: str = ""
+    #: Where each task input is written in a conversation (``[skills.NAME.inputs.FIELD]``,
+    #: :mod:`harness.input_sources`): for a client that never sends them (the proxy's).
+    inputs: Mapping[str, InputSource] = field(default_factory=dict)
+
+    def read_inputs(self, messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The inputs :attr:`inputs` can read in ``messages`` (those not found left out)."""
+        return read_inputs(self.inputs, messages)
 
     def phase(self, name: str) -> Phase:
         for p in self.phases:
@@ -279,7 +289,7 @@ def _parse_skill(source: str, name: str, raw: Any) -> Skill:
     where = f"{source}: skill {name!r}"
     if not isinstance(raw, Mapping):
         raise ManifestError(f"{where}: must be a table.")
-    unknown = set(raw) - {"description", "phases"}
+    unknown = set(raw) - {"description", "phases", "inputs"}
     if unknown:
         raise ManifestError(f"{where}: unknown field(s) {sorted(unknown)}.")
     phases_raw = raw.get("phases")
@@ -291,7 +301,12 @@ def _parse_skill(source: str, name: str, raw: Any) -> Skill:
         phase = _parse_phase(where, index, praw, names)
         names.add(phase.name)
         phases.append(phase)
-    return Skill(name=name, phases=tuple(phases), description=str(raw.get("description", "")))
+    return Skill(
+        name=name,
+        phases=tuple(phases),
+        description=str(raw.get("description", "")),
+        inputs=parse_input_sources(where, raw.get("inputs")),
+    )
 
 
 def _parse_phase(where: str, index: int, raw: Any, earlier: set[str]) -> Phase:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from harness.benchmarks.tasks import WorkloadTask, generate_tasks
 from harness.engines.base import Message, ToolCall
 from harness.ledger import Ledger
 from harness.loop.state import DEFAULT_LOOP_SYSTEM
+from harness.manifest import Manifest
 from harness.proxy import ProxyConfig, build_app, in_process_client
 from harness.proxy.ids import canonical_arguments
 from harness.testing import ScriptedEngine
@@ -253,17 +255,27 @@ async def test_a_real_change_passes_through_logged_once_and_counted_in_the_ledge
 
 async def test_without_inputs_a_window_costs_at_most_one_discarded_generation() -> None:
     """The figures docs/proxy.md quotes: over the 48 workspace tasks' 40 windows, upstream
-    generations S 361, F 361, F without inputs 385 (24 windows closed by an answer or a call
-    that needed their results, each regenerated after the absorb)."""
-    totals = {"S": 0, "F": 0, "F without inputs": 0}
+    generations S 361, F 361, F without inputs 385 when the manifest cannot read them (24
+    windows closed by an answer or a call that needed their results, each regenerated after
+    the absorb), and 361 again when the manifest says where they are written in the prompt
+    (``[skills.NAME.inputs.FIELD]``, harness.input_sources)."""
+    manifest = load_workspace_manifest()
+    unread = Manifest(
+        {name: replace(skill, inputs={}) for name, skill in manifest.skills.items()},
+        manifest.source,
+    )
+    toolset, _ = TASKS[0].toolset()
+    blind = ProxyConfig(effects=workspace_effects(toolset), manifest=unread)
+    totals = {"S": 0, "F": 0, "F without inputs": 0, "F, inputs read from the prompt": 0}
     for wt in TASKS:
         runs = {}
-        for name, client, arm in (
-            ("S", Client(), "S"),
-            ("F", Client(), "F"),
-            ("F without inputs", Client(inputs=False), "F"),
+        for name, client, arm, config in (
+            ("S", Client(), "S", None),
+            ("F", Client(), "F", None),
+            ("F without inputs", Client(inputs=False), "F", blind),
+            ("F, inputs read from the prompt", Client(inputs=False), "F", None),
         ):
-            _, responses, engine = await _last_request(client, wt, arm)
+            _, responses, engine = await _last_request(client, wt, arm, config)
             runs[name] = (engine.generations, responses)
             totals[name] += engine.generations
         generations, responses = runs["F without inputs"]
@@ -271,7 +283,18 @@ async def test_without_inputs_a_window_costs_at_most_one_discarded_generation() 
         assert [n for n in windows if n] == list(wt.windows), wt.id  # still whole
         assert runs["F"][0] == runs["S"][0], wt.id
         assert runs["S"][0] <= generations <= runs["S"][0] + len(wt.windows), wt.id
-    assert totals == {"S": 361, "F": 361, "F without inputs": 385}
+        read, responses = runs["F, inputs read from the prompt"]
+        assert read == runs["S"][0], wt.id
+        skill = manifest.skill(wt.skill)
+        counted = {str(p.slots)[6:] for p in skill.phases if isinstance(p.slots, str)}
+        if counted <= set(skill.inputs):  # every slot count's input is read: nothing to say
+            assert not any("x-harness-warning" in r.headers for r in responses), wt.id
+    assert totals == {
+        "S": 361,
+        "F": 361,
+        "F without inputs": 385,
+        "F, inputs read from the prompt": 361,
+    }
 
 
 def test_the_proxys_settings_fields_leave_older_journals_prompt_hashes_unchanged() -> None:

@@ -311,6 +311,8 @@ class ProxyService:
                     param="tools",
                 )
         restoration = restore_serial(request.messages, self.ids, self.store)
+        if skill is not None and skill.inputs:  # where the manifest says they are written
+            inputs = {**skill.read_inputs(restoration.messages), **inputs}
         # The conversation's name (its windows' keys derive from it: the same conversation
         # gets the same minted ids from any proxy with the same secret), and its run's id
         # (unique: concurrent conversations may share an opening).
@@ -355,6 +357,9 @@ class ProxyService:
         brought = window.calls if window is not None and window.last else ()
         digest = history_digest(restoration.messages, result_ids(restoration.messages, brought))
         conversation = self.conversations.claim(digest)
+        if conversation is not None and dict(conversation.task.inputs) != inputs:
+            conversation.scope.cancel()  # the inputs changed (read from a new result): restart
+            conversation = None
         kind: Kind = "absorb" if brought else "serial"
         fresh = conversation is None or not self._deliver(conversation, restoration)
         if conversation is None or fresh:
@@ -524,7 +529,8 @@ class ProxyService:
             f"skill {skill.name!r}: no inputs for the slot count of phase(s) "
             f"{', '.join(phases)}; each window closes only when the model moves on, which "
             "costs up to one discarded generation per window; send X-Harness-Inputs or "
-            "harness_inputs"
+            "harness_inputs, or declare where the manifest's skill finds them "
+            "([skills.NAME.inputs.FIELD])"
         )
         key = ("no-inputs", skill.name)
         if key not in self._reported:
