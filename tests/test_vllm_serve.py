@@ -178,3 +178,45 @@ async def test_the_harness_format_over_the_server_matches_the_in_process_engine(
     assert [(c.name, c.arguments) for c in prose.tool_calls] == [
         (c.name, c.arguments) for c in local_prose.tool_calls
     ]
+
+
+async def test_an_unmodified_sdk_loop_through_the_proxy_over_vllm_serve_matches_its_serial_run(
+    vllm_server: str,
+) -> None:
+    """A real upstream: ``vllm serve`` behind the proxy's app, an unmodified OpenAI-SDK loop in
+    front, a workspace fan-out task of 4 calls (gold calls forced through the server's
+    structured outputs). Flattened: 2 round trips instead of 5, the same upstream generations,
+    the same final store, and the server never shown a message with more than one call."""
+    import openai
+
+    from harness.benchmarks.proxy_bench import (
+        GoldForcing,
+        fan_out_tasks,
+        sdk_loop,
+        workspace_effects,
+    )
+    from harness.proxy import ProxyConfig, build_app, in_process_client
+    from harness.toolsets.workspace import load_workspace_manifest
+
+    (wt,) = fan_out_tasks([4])
+    toolset, _ = wt.toolset()
+    config = ProxyConfig(effects=workspace_effects(toolset), manifest=load_workspace_manifest())
+    runs = {}
+    async with _http(vllm_server, tool_format="harness") as upstream:
+        for arm in ("S", "F"):
+            gold = GoldForcing(upstream, [wt.task])
+            async with in_process_client(build_app(gold, config)) as http:
+                client = openai.AsyncOpenAI(
+                    base_url=str(http.base_url), api_key="unused", http_client=http, max_retries=0
+                )
+                run, _ = await sdk_loop(client, wt, latency=0.0, arm=arm)
+            runs[arm] = (run, gold.generations, gold.parallel_shown)
+    (serial, s_generations, _), (flat, f_generations, shown) = runs["S"], runs["F"]
+    assert serial.success
+    assert flat.success
+    assert serial.round_trips == 5
+    assert flat.round_trips == 2
+    assert flat.windows == [4]
+    assert f_generations == s_generations
+    assert flat.fingerprint == serial.fingerprint
+    assert not shown
