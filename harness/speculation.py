@@ -58,7 +58,7 @@ from harness.engines.base import ToolCall
 from harness.journal import idempotency_key, result_from_entry
 from harness.journal.execution import JournaledCalls
 from harness.manifest import Phase
-from harness.provenance import _leaves, _result_leaves
+from harness.provenance import result_values, scalar_leaves
 from harness.tools import Tool, Toolset
 
 __all__ = (
@@ -166,8 +166,8 @@ def _visible_values(visible: Sequence[str]) -> list[Any]:
     values: list[Any] = []
     for text in visible:
         with contextlib.suppress(ValueError):
-            values.extend(_leaves(json.loads(text)))
-    values.extend(sorted(set().union(*(_result_leaves(r) for r in visible))) if visible else [])
+            values.extend(scalar_leaves(json.loads(text)))
+    values.extend(sorted(set().union(*(result_values(r) for r in visible))) if visible else [])
     return values
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from harness.arm_label import ARMS, Arm
 from harness.certify import DEFAULT_MARKER
 from harness.engines.base import GenerationSettings
 from harness.errors import ConfigError
@@ -19,9 +20,7 @@ __all__ = (
     "ResampleSettings",
 )
 
-Arm = Literal["S", "F", "P", "P+V"]
 Policy = Literal["model", "gold", "oracle"]
-ARMS: tuple[Arm, ...] = ("S", "F", "P", "P+V")
 POLICY_NAMES: tuple[Policy, ...] = ("model", "gold", "oracle")
 
 
@@ -107,8 +106,3 @@ class LoopConfig:
             raise ConfigError(
                 f"max_billed_tokens must be at least 1, got {self.max_billed_tokens}."
             )
-
-    @property
-    def eager(self) -> bool:
-        """Shorthand for ``flatten.eager``."""
-        return self.flatten.eager

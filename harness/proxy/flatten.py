@@ -35,7 +35,7 @@ from harness.engines.base import (
     ToolSpec,
 )
 from harness.errors import ConfigError
-from harness.ledger import Ledger
+from harness.ledger import Ledger, Purpose
 from harness.loop.config import LoopConfig
 from harness.loop.flattened import FlattenedArm
 from harness.loop.policy import POLICIES
@@ -140,7 +140,9 @@ class ProxyState(RunState):
             self._emitted_turn[call.id] = self.turn
         return completion
 
-    async def complete(self, turn: int, settings: GenerationSettings, purpose: str) -> Completion:
+    async def complete(
+        self, turn: int, settings: GenerationSettings, purpose: Purpose
+    ) -> Completion:
         started, cpu = time.perf_counter(), time.thread_time()
         try:
             return await super().complete(turn, settings, purpose)
@@ -149,7 +151,7 @@ class ProxyState(RunState):
             self.upstream_cpu_s += time.thread_time() - cpu
 
     def took_turn(
-        self, completion: Completion, purpose: str, started: float, *, window_open: bool = False
+        self, completion: Completion, purpose: Purpose, started: float, *, window_open: bool = False
     ) -> Completion:
         completion = super().took_turn(completion, purpose, started, window_open=window_open)
         self.completions.append(completion)
