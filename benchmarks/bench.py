@@ -55,7 +55,7 @@ from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop import LoopConfig, run_loop
-from harness.loop.input_enums import LEVERS
+from harness.loop.levers import LEVERS
 from harness.manifest import Manifest
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -108,7 +108,7 @@ class BenchPlan:
     latency_sigma_s: float = 0.0
     max_tokens: int = 160
     task_ids: tuple[str, ...] = ()
-    #: The manifest-guided levers (:mod:`harness.loop.input_enums`), the same for every job.
+    #: The manifest-guided levers (:mod:`harness.loop.levers`), the same for every job.
     input_enums: bool = False
     skill_tools: bool = False
     open_slots: bool = False

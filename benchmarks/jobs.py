@@ -55,7 +55,7 @@ class JobSpec:
     """What to run: an arm (``S``, ``F``, ``P``, ``P+V``), eager dispatch and speculation (F
     only), a policy, a detector, the injected tool latency, the generation budget and the
     manifest-guided levers (``input_enums``, ``skill_tools``, ``open_slots``: the same for every arm; see
-    :mod:`harness.loop.input_enums`)."""
+    :mod:`harness.loop.levers`)."""
 
     arm: Arm
     policy: Policy = "gold"

@@ -27,10 +27,10 @@ from functools import partial
 import anyio
 from anyio.abc import TaskGroup
 
+from harness._concurrency import gather
 from harness.calls import Executor, ToolResult
 from harness.certify import DEFAULT_MARKER, Admission, Certificate, WindowTracker
 from harness.engines.base import ToolCall
-from harness.engines.batch import gather
 from harness.errors import ConfigError
 from harness.ledger import CallMode
 from harness.provenance import TurnView

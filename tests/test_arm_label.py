@@ -138,3 +138,16 @@ def test_every_committed_result_has_a_label_that_round_trips() -> None:
             assert job_label(row) == label
             assert detector == ("" if row["detector"] == "schema_sound" else row["detector"])
     assert jobs > 1000
+
+
+def test_a_bench_plan_and_a_batch_of_your_tasks_refuse_an_unknown_label(tmp_path: Path) -> None:
+    from harness.benchmarks.bench import BenchPlan
+    from harness.benchmarks.user_batch import UserBatchPlan
+
+    with pytest.raises(ConfigError, match=r"'F\+speculate'.*F\+spec, P, P\+V"):
+        BenchPlan(out=tmp_path, arms=("S", "F+speculate"))
+    with pytest.raises(ConfigError, match=r"'G'"):
+        BenchPlan(out=tmp_path, model_arms=("G",))
+    with pytest.raises(ConfigError, match=r"'S\+eager'"):
+        UserBatchPlan(out=tmp_path, tasks_file=None, toolset="t:t", arms=("S+eager",))
+    assert BenchPlan(out=tmp_path).arms == ARM_LABEL_NAMES

@@ -77,7 +77,7 @@ class LoopConfig:
     resample: ResampleSettings = field(default_factory=ResampleSettings)
     #: Constrain every argument the skill's manifest sources from a task input to that
     #: input's values (an enum in the reply grammar, the same for every arm):
-    #: :mod:`harness.loop.input_enums`. Needs a manifest skill; off by default.
+    #: :mod:`harness.loop.levers`. Needs a manifest skill; off by default.
     input_enums: bool = False
     #: Offer the model only the tools the skill's manifest phases name (the same tools for
     #: every arm and every turn, so the prompt prefix stays stable). Needs a manifest skill;
@@ -85,7 +85,7 @@ class LoopConfig:
     skill_tools: bool = False
     #: ``input_enums`` and, turn by turn, only the values no earlier call of the tool used
     #: (a fan-out phase fills each input slot once), in the reply grammar only:
-    #: :func:`harness.loop.input_enums.open_slot_specs`. Needs a manifest skill; off by default.
+    #: :func:`harness.loop.levers.open_slot_specs`. Needs a manifest skill; off by default.
     open_slots: bool = False
     #: Wall-clock deadline of one run (of one attempt, when resumed), in seconds; None: none.
     max_wall_s: float | None = None

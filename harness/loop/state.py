@@ -37,7 +37,7 @@ from harness.journal.turns import JournaledTurns
 from harness.ledger import CallMode, CallRecord, Ledger, Purpose, TurnRecord, WindowRecord
 from harness.loop.budgets import Budgets, Counters
 from harness.loop.config import LoopConfig
-from harness.loop.input_enums import (
+from harness.loop.levers import (
     input_enum_specs,
     open_slot_count,
     open_slot_specs,
