@@ -7,7 +7,7 @@ then a one-line answer. What makes it feasible for a small model is the same for
 * an explicit prompt (the tool, the count, every key and value, the answer to give);
 * a system prompt with worked examples (:data:`EASY_SYSTEM_PROMPT`), written as the calls to
   make, not as replies in one arm's format, so serial and parallel prompting read the same;
-* with ``--skill-tools`` and ``--input-enums`` (:mod:`harness.loop.input_enums`), only the
+* with ``--skill-tools`` and ``--input-enums`` (:mod:`harness.loop.levers`), only the
   skill's one tool is offered and its arguments may only take the prompt's values.
 
 The templates follow :mod:`harness.benchmarks._templates`: each returns a

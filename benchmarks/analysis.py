@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import costmodel
+from harness.arm_label import ArmLabel
 from harness.benchmarks.bfcl.categories import PAIRS
 from harness.costmodel import Regime
 
@@ -39,6 +40,7 @@ __all__ = (
     "bootstrap_ci",
     "estimate_regime",
     "gap_pp",
+    "job_label",
     "measure_windows",
     "measured_regime_values",
     "span",
@@ -47,6 +49,7 @@ __all__ = (
     "verdict_r2",
     "verdict_r3",
     "verdict_r4",
+    "wilson_interval",
 )
 
 Job = Mapping[str, Any]
@@ -119,11 +122,18 @@ def _jobs_by(jobs: Iterable[Job], **match: Any) -> list[Job]:
     return [j for j in jobs if all(j.get(k) == v for k, v in match.items())]
 
 
+def job_label(job: Job) -> ArmLabel:
+    """What the job ran, from its ``arm``, ``eager`` and ``speculate`` fields
+    (:meth:`ArmLabel.of <harness.arm_label.ArmLabel.of>`)."""
+    return ArmLabel.of(
+        job["arm"], eager=bool(job.get("eager")), speculate=bool(job.get("speculate"))
+    )
+
+
 def arm_key(job: Job) -> str:
-    """``S``, ``F``, ``F+eager``, ``F+spec``, ``P``, ``P+V``."""
-    if job.get("speculate") and job["arm"] == "F":
-        return "F+spec"
-    return f"{job['arm']}+eager" if job.get("eager") and job["arm"] == "F" else str(job["arm"])
+    """The job's label as text, the key of the reports' tables: ``S``, ``F``, ``F+eager``,
+    ``F+spec``, ``P``, ``P+V``."""
+    return str(job_label(job))
 
 
 def measure_windows(jobs: Sequence[Job], *, policy: str = "gold") -> list[WindowMeasure]:
@@ -412,7 +422,7 @@ def verdict_r3(jobs: Sequence[Job], *, budget_pp: float = 1.0) -> Verdict:
     )
 
 
-def _wilson(ok: int, n: int, z: float = 1.96) -> tuple[float, float]:
+def wilson_interval(ok: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """Wilson score interval of a proportion (stays inside [0, 1], never zero-width)."""
     p = ok / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
@@ -427,7 +437,7 @@ def gap_pp(single: tuple[int, int], parallel: tuple[int, int]) -> tuple[float, f
     approximation collapses to zero width)."""
     (s_ok, s_n), (p_ok, p_n) = single, parallel
     ps, pp = s_ok / s_n, p_ok / p_n
-    (s_lo, s_hi), (p_lo, p_hi) = _wilson(s_ok, s_n), _wilson(p_ok, p_n)
+    (s_lo, s_hi), (p_lo, p_hi) = wilson_interval(s_ok, s_n), wilson_interval(p_ok, p_n)
     low = ps - pp - math.sqrt((ps - s_lo) ** 2 + (p_hi - pp) ** 2)
     high = ps - pp + math.sqrt((s_hi - ps) ** 2 + (pp - p_lo) ** 2)
     return 100 * (ps - pp), 100 * low, 100 * high

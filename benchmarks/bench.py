@@ -38,6 +38,7 @@ import anyio
 from harness._jsonl import open_append
 from harness._lockfile import lock_directory
 from harness._progress import Progress
+from harness.arm_label import ARM_LABEL_NAMES, ArmLabel
 from harness.benchmarks.bfcl import (
     CATEGORIES,
     BFCLEntry,
@@ -54,7 +55,7 @@ from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop import LoopConfig, run_loop
-from harness.loop.input_enums import LEVERS
+from harness.loop.levers import LEVERS
 from harness.manifest import Manifest
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -79,7 +80,8 @@ _LATER_FIELDS: dict[str, object] = dict.fromkeys(LEVERS, False)
 #: Job errors from the engine (an outage, a dead worker): a resume runs those jobs again.
 _ENGINE_ERRORS = frozenset({"EngineError", "EngineDeadError", "EngineRequestError"})
 
-ARM_LABELS: tuple[str, ...] = ("S", "F", "F+eager", "F+spec", "P", "P+V")
+#: Every arm label's text (:data:`harness.arm_label.ARM_LABEL_NAMES`): the plan's default arms.
+ARM_LABELS: tuple[str, ...] = ARM_LABEL_NAMES
 #: Policies whose calls are forced (the scripted engine can replay them).
 _FORCED = frozenset({"gold", "oracle"})
 
@@ -106,7 +108,7 @@ class BenchPlan:
     latency_sigma_s: float = 0.0
     max_tokens: int = 160
     task_ids: tuple[str, ...] = ()
-    #: The manifest-guided levers (:mod:`harness.loop.input_enums`), the same for every job.
+    #: The manifest-guided levers (:mod:`harness.loop.levers`), the same for every job.
     input_enums: bool = False
     skill_tools: bool = False
     open_slots: bool = False
@@ -117,11 +119,8 @@ class BenchPlan:
     notes: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        unknown = set(self.arms) - set(ARM_LABELS)
-        if unknown:
-            raise ConfigError(
-                f"Unknown arm(s) {sorted(unknown)}; choose from {', '.join(ARM_LABELS)}."
-            )
+        for label in (*self.arms, *self.model_arms):
+            ArmLabel.parse(label)  # ConfigError naming the six labels
         if self.concurrency < 1:
             raise ConfigError("--concurrency must be at least 1.")
         if not set(self.policies) <= {"gold", "oracle", "model"}:

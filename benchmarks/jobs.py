@@ -19,10 +19,10 @@ from typing import Any
 from harness.benchmarks.tasks import WorkloadTask
 from harness.certify import Certificate, SchemaSoundDetector
 from harness.engines.base import Engine, GenerationSettings, ToolCall
-from harness.errors import ConfigError, HarnessError, JournalError
+from harness.errors import HarnessError, JournalError
 from harness.journal import Journal, OnDamage
 from harness.ledger import Ledger, record_to_dict
-from harness.loop import Arm, FlattenSettings, LoopConfig, LoopResult, Policy, run_loop
+from harness.loop import Arm, ArmLabel, FlattenSettings, LoopConfig, LoopResult, Policy, run_loop
 from harness.manifest import Manifest
 from harness.toolsets.workspace import Latency, fingerprint
 from harness.toolsets.workspace.durable import DurableStore, durable_toolset
@@ -55,7 +55,7 @@ class JobSpec:
     """What to run: an arm (``S``, ``F``, ``P``, ``P+V``), eager dispatch and speculation (F
     only), a policy, a detector, the injected tool latency, the generation budget and the
     manifest-guided levers (``input_enums``, ``skill_tools``, ``open_slots``: the same for every arm; see
-    :mod:`harness.loop.input_enums`)."""
+    :mod:`harness.loop.levers`)."""
 
     arm: Arm
     policy: Policy = "gold"
@@ -70,15 +70,19 @@ class JobSpec:
     skill_tools: bool = False
     open_slots: bool = False
 
+    def __post_init__(self) -> None:
+        _ = self.arm_label  # ConfigError for an arm and switches that no label names
+
     @classmethod
-    def from_label(cls, label: str, **fields: Any) -> JobSpec:
-        """``S``, ``F``, ``F+eager``, ``F+spec`` (F+eager with speculation), ``P`` or ``P+V``
-        plus the other fields."""
-        arm = "F" if label in ("F+eager", "F+spec") else label
-        if arm not in ("S", "F", "P", "P+V"):
-            raise ConfigError(f"Unknown arm {label!r}; choose S, F, F+eager, F+spec, P or P+V.")
-        spec = label == "F+spec"
-        return cls(arm=arm, eager=label == "F+eager" or spec, speculate=spec, **fields)  # type: ignore[arg-type]
+    def from_label(cls, label: str | ArmLabel, **fields: Any) -> JobSpec:
+        """An :class:`~harness.arm_label.ArmLabel` (or its text: ``S``, ``F``, ``F+eager``,
+        ``F+spec``, ``P`` or ``P+V``) plus the other fields."""
+        arm = label if isinstance(label, ArmLabel) else ArmLabel.parse(label)
+        return cls(arm=arm.arm, eager=arm.eager, speculate=arm.speculate, **fields)
+
+    @property
+    def arm_label(self) -> ArmLabel:
+        return ArmLabel(self.arm, eager=self.eager, speculate=self.speculate)
 
     def loop_config(self) -> LoopConfig:
         """The loop's configuration for this job: arm, policy, detector, budget, eager,
@@ -96,7 +100,8 @@ class JobSpec:
 
     @property
     def label(self) -> str:
-        base = "F+spec" if self.speculate else f"{self.arm}+eager" if self.eager else self.arm
+        """The arm label, and ``/detector`` unless the detector is ``schema_sound``."""
+        base = str(self.arm_label)
         return base if self.detector == "schema_sound" else f"{base}/{self.detector}"
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import costmodel
+from harness.arm_label import ARM_LABEL_NAMES
 from harness.benchmarks.analysis import (
     WindowMeasure,
     arm_key,
@@ -28,7 +29,7 @@ from harness.benchmarks.analysis import (
     verdict_r4,
 )
 from harness.benchmarks.bfcl import CATEGORIES, BFCLDataError, data_quirks
-from harness.benchmarks.report_facts import _fmt, facts, markdown, regime_markdown
+from harness.benchmarks.report_facts import facts, format_cell, markdown, regime_markdown
 from harness.benchmarks.report_family import (
     answer_baselines,
     family_accuracy,
@@ -41,7 +42,7 @@ from harness.costmodel_speculation import wall_time_speculative
 
 __all__ = ("write_report",)
 
-ARMS = ("S", "F", "F+eager", "F+spec", "P", "P+V")
+ARMS = ARM_LABEL_NAMES
 
 
 def _per_n(windows: Sequence[WindowMeasure], regime: Regime) -> list[dict[str, Any]]:
@@ -268,13 +269,13 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
         rec = summary["recomputed_with_measured_gap"]
         lines += [
             "",
-            f"R4 outside its band: with the measured g = {rec['gap_pp']:.1f}pp the flip window is n* = {_fmt(rec['n_star'])}.",
+            f"R4 outside its band: with the measured g = {rec['gap_pp']:.1f}pp the flip window is n* = {format_cell(rec['n_star'])}.",
         ]
     lines += ["", "## Regime: measured or declared", ""]
     lines += regime_markdown(summary["regime"], summary["facts"])
     lines += [
         "",
-        f"Flip window n* at the measured regime and the declared g: {_fmt(summary['n_star_measured_regime'])}.",
+        f"Flip window n* at the measured regime and the declared g: {format_cell(summary['n_star_measured_regime'])}.",
         "",
     ]
     lines += [
@@ -286,11 +287,11 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
     for row in summary["per_n"]:
         m, p = row["measured"], row["predicted"]
         lines.append(
-            f"| {row['n']} | {row['windows']} | {_fmt(m.get('S'))} | {_fmt(p['S'])} | {_fmt(m.get('F'))} | "
-            f"{_fmt(p['F'])} | {_fmt(m.get('F+eager'))} | {_fmt(m.get('F+spec'))} | {_fmt(p.get('F+spec'))} | "
-            f"{_fmt(m.get('P'))} | {_fmt(p['P'])} | "
-            f"{_fmt(m.get('P+V'))} | {_fmt(row['dividend_F_measured'])} | {_fmt(row['dividend_F_predicted'])} | "
-            f"{_fmt(row['eager_extra_saving'])} |"
+            f"| {row['n']} | {row['windows']} | {format_cell(m.get('S'))} | {format_cell(p['S'])} | {format_cell(m.get('F'))} | "
+            f"{format_cell(p['F'])} | {format_cell(m.get('F+eager'))} | {format_cell(m.get('F+spec'))} | {format_cell(p.get('F+spec'))} | "
+            f"{format_cell(m.get('P'))} | {format_cell(p['P'])} | "
+            f"{format_cell(m.get('P+V'))} | {format_cell(row['dividend_F_measured'])} | {format_cell(row['dividend_F_predicted'])} | "
+            f"{format_cell(row['eager_extra_saving'])} |"
         )
     if summary.get("speculation"):
         lines += [
@@ -303,8 +304,8 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
         for kind, t in summary["speculation"].items():
             lines.append(
                 f"| {kind} | {t['windows']:.0f} | {t['windows_predicted']:.0f} | {t['predicted']:.0f} | "
-                f"{t['hits']:.0f} | {t['misses']:.0f} | {_fmt(t['hit_rate'])} | {t['cancelled']:.0f} | "
-                f"{_fmt(t['wasted_s'], 3)} |"
+                f"{t['hits']:.0f} | {t['misses']:.0f} | {format_cell(t['hit_rate'])} | {t['cancelled']:.0f} | "
+                f"{format_cell(t['wasted_s'], 3)} |"
             )
     lines += [
         "",
@@ -314,7 +315,7 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
         "|---" * (len(ARMS) + 1) + "|",
     ]
     for kind, arms in summary["tokens_by_arm"].items():
-        lines.append(f"| {kind} | " + " | ".join(_fmt(arms.get(a), 0) for a in ARMS) + " |")
+        lines.append(f"| {kind} | " + " | ".join(format_cell(arms.get(a), 0) for a in ARMS) + " |")
     lines += [
         "",
         "## Task accuracy (gold label met)",

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from harness import costmodel
-from harness.benchmarks.analysis import measured_regime_values
+from harness.benchmarks.analysis import arm_key, measured_regime_values
 from harness.benchmarks.outcomes import error_kind, outcome, outcome_counts
 from harness.benchmarks.segments import load_segments
 from harness.costmodel import Regime
 
-__all__ = ("facts", "markdown")
+__all__ = ("facts", "format_cell", "markdown")
 
 Job = Mapping[str, Any]
 _WORKLOAD = ("fan_out", "chain", "mixed")
@@ -45,11 +45,12 @@ def _errors_by_policy(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, int]
 
 
 def _window_counts(jobs: Sequence[Job]) -> list[dict[str, Any]]:
-    """Certified windows (n >= 2) per detector, F vs F+eager, policy: windows, jobs, false fills."""
+    """Certified windows (n >= 2) per detector, arm label (F, F+eager, F+spec) and policy:
+    windows, jobs, false fills."""
     groups: dict[tuple[str, str, str], list[Job]] = {}
     for job in jobs:
         if job.get("arm") == "F" and job.get("kind") in _WORKLOAD:
-            label = "F+eager" if job.get("eager") else "F"
+            label = arm_key(job)
             key = (str(job.get("detector", "schema_sound")), label, str(job.get("policy")))
             groups.setdefault(key, []).append(job)
     rows = []
@@ -147,7 +148,8 @@ def facts(
     }
 
 
-def _fmt(value: Any, digits: int = 2) -> str:
+def format_cell(value: Any, digits: int = 2) -> str:
+    """A report table's cell: ``–`` for none, a float to ``digits`` places, else ``str``."""
     if value is None:
         return "–"
     if isinstance(value, float):
@@ -222,7 +224,7 @@ def markdown(f: Mapping[str, Any]) -> list[str]:
             lines.append(
                 f"| {policy} | {v['jobs']} | {v['messages']} | {v['windows']} | "
                 f"{v['resamples']} | {v['jobs_resampled']} | {v['jobs_resampled_solved']} | "
-                f"{_fmt(v['epsilon_v'], 3)} |"
+                f"{format_cell(v['epsilon_v'], 3)} |"
             )
     return lines
 
@@ -236,15 +238,15 @@ def regime_markdown(regime: Mapping[str, Any], f: Mapping[str, Any]) -> list[str
     at = frontier["regime"]
     for k, v in regime.items():
         shown = at.get(k, v) if k in ("gap_pp", "false_fill_rate") else v
-        lines.append(f"| {k} | {_fmt(shown, 4)} | {provenance.get(k, 'declared')} |")
+        lines.append(f"| {k} | {format_cell(shown, 4)} | {provenance.get(k, 'declared')} |")
     g = frontier["g_T_star_pp"]
     lines += [
         "",
         "Frontier at the measured regime, with the measured g and false-fill rate where this "
-        f"run measured them: n* = {_fmt(frontier['n_star'])} "
-        f"(g = {_fmt(at['gap_pp'])}pp); g_T* = {_fmt(g[2])} / {_fmt(g[6])} / {_fmt(g[10])}pp "
+        f"run measured them: n* = {format_cell(frontier['n_star'])} "
+        f"(g = {format_cell(at['gap_pp'])}pp); g_T* = {format_cell(g[2])} / {format_cell(g[6])} / {format_cell(g[10])}pp "
         f"at n = 2 / 6 / 10; the phase-heuristic detector's expected cost 100·φ·w·f = "
-        f"{_fmt(frontier['heuristic_cost_pp'])}pp (φ = {_fmt(at['false_fill_rate'], 3)}, "
-        f"w = {_fmt(at['windows_per_task'], 3)}, f = {_fmt(at['false_fill_fail_share'])} declared).",
+        f"{format_cell(frontier['heuristic_cost_pp'])}pp (φ = {format_cell(at['false_fill_rate'], 3)}, "
+        f"w = {format_cell(at['windows_per_task'], 3)}, f = {format_cell(at['false_fill_fail_share'])} declared).",
     ]
     return lines

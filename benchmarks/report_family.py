@@ -16,14 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.benchmarks.analysis import _wilson, arm_key, gap_pp
+from harness.arm_label import ARM_LABEL_NAMES
+from harness.benchmarks.analysis import arm_key, gap_pp, wilson_interval
 from harness.benchmarks.report_facts import reviewed_messages
 from harness.benchmarks.tasks import ALL_KINDS, generate_family
 
 __all__ = ("answer_baselines", "family_accuracy", "family_markdown", "validator_by_family")
 
 Job = Mapping[str, Any]
-ARMS = ("S", "F", "F+eager", "F+spec", "P", "P+V")
+ARMS = ARM_LABEL_NAMES
 POLICIES = ("gold", "oracle", "model")
 
 
@@ -47,7 +48,7 @@ def family_accuracy(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, dict[s
                 if not chosen:
                     continue
                 ok = sum(1 for j in chosen if j.get("success"))
-                low, high = _wilson(ok, len(chosen))
+                low, high = wilson_interval(ok, len(chosen))
                 rows[arm] = {"solved": ok, "n": len(chosen), "ci": [low, high]}
             s = rows.get("S")
             for arm, row in rows.items():

@@ -39,10 +39,11 @@ from typing import Any
 import anyio
 
 from harness._jsonl import open_append, read_jsonl
+from harness.arm_label import ARM_LABEL_NAMES
 from harness.benchmarks.analysis import span
 from harness.benchmarks.jobs import JobSpec, run_job
-from harness.benchmarks.report_facts import _fmt
-from harness.benchmarks.tasks import WorkloadTask, _build, generate_tasks
+from harness.benchmarks.report_facts import format_cell
+from harness.benchmarks.tasks import WorkloadTask, build_task, generate_tasks
 from harness.engines.base import Engine
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -54,7 +55,7 @@ DEFAULT_OUT = Path("benchmarks/results/spec")
 
 def survey_task(n: int, copy: int, seed: int = 0) -> WorkloadTask:
     """A survey task with one fan-out window of ``n`` reads (``copy``: which of K loops)."""
-    built = _build(seed, 1000 + 37 * n + copy, "fan_out", "survey", (n,))
+    built = build_task(seed, 1000 + 37 * n + copy, "fan_out", "survey", (n,))
     task = replace(built.task, id=f"survey-n{n}-k{copy}")
     return replace(built, task=task)
 
@@ -238,10 +239,10 @@ def report(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     for e in summary["fan_out"]:
         w = e["wall_s"]
         lines.append(
-            f"| {e['K']} | {e['L']} | {e['n']} | {_fmt(w.get('F+eager'))} | "
-            f"{_fmt(w.get('F+spec'))} | {_fmt(w.get('P'))} | {_fmt(e.get('F+spec/P'))} | "
-            f"{_fmt(e.get('F+eager/P'))} | {_fmt(e.get('hit_rate'))} | "
-            f"{_fmt(e.get('cancelled'))} | {_fmt(e.get('wasted_s_per_run'), 3)} | "
+            f"| {e['K']} | {e['L']} | {e['n']} | {format_cell(w.get('F+eager'))} | "
+            f"{format_cell(w.get('F+spec'))} | {format_cell(w.get('P'))} | {format_cell(e.get('F+spec/P'))} | "
+            f"{format_cell(e.get('F+eager/P'))} | {format_cell(e.get('hit_rate'))} | "
+            f"{format_cell(e.get('cancelled'))} | {format_cell(e.get('wasted_s_per_run'), 3)} | "
             f"{'yes' if e['ok'] else 'NO'} |"
         )
     if summary["mixed"]:
@@ -256,9 +257,9 @@ def report(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         for m in summary["mixed"]:
             w = m["wall_s"]
             lines.append(
-                f"| {m['task']} | {_fmt(w.get('F+eager'))} | {_fmt(w.get('F+spec'))} | "
-                f"{_fmt(w.get('P'))} | {m.get('windows_predicted', '–')} | "
-                f"{_fmt(m.get('hit_rate'))} | {_fmt(m.get('wasted_s_per_run'), 3)} | "
+                f"| {m['task']} | {format_cell(w.get('F+eager'))} | {format_cell(w.get('F+spec'))} | "
+                f"{format_cell(w.get('P'))} | {m.get('windows_predicted', '–')} | "
+                f"{format_cell(m.get('hit_rate'))} | {format_cell(m.get('wasted_s_per_run'), 3)} | "
                 f"{'yes' if m['ok'] else 'NO'} |"
             )
     return "\n".join(lines) + "\n"
@@ -283,7 +284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--concurrency", type=int, nargs="+", default=[1], metavar="K", help="loops per cell"
     )
     parser.add_argument("--reps", type=int, default=3, help="repetitions per cell (default 3)")
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS, metavar="ARM")
+    parser.add_argument(
+        "--arms", nargs="+", default=list(ARMS), choices=ARM_LABEL_NAMES, metavar="ARM"
+    )
     parser.add_argument(
         "--mixed", type=int, default=0, metavar="N", help="also the first N mixed workload tasks"
     )

@@ -73,6 +73,7 @@ __all__ = (
     "Kind",
     "TaskFileError",
     "WorkloadTask",
+    "build_task",
     "generate_family",
     "generate_tasks",
     "load_tasks",
@@ -342,9 +343,11 @@ def _covered(required: GoldCall, made: Sequence[tuple[str, Mapping[str, Any] | N
 # ---------------------------------------------------------------------------------- build
 
 
-def _build(
+def build_task(
     seed: int, index: int, kind: Kind, template: str, params: tuple[int, ...]
 ) -> WorkloadTask:
+    """The task number ``index`` of ``kind`` built by ``template`` with ``params`` from
+    ``seed`` (deterministic: the same arguments build the same task, store and gold label)."""
     number = index % TASKS_PER_KIND
     for attempt in range(_ATTEMPTS):
         state_seed = seed * 10_000 + index * _ATTEMPTS + attempt
@@ -390,7 +393,7 @@ def generate_tasks(seed: int = 0) -> list[WorkloadTask]:
     """The 48 workload tasks for ``seed`` (16 fan-out, 16 chain, 16 mixed, in that order)."""
     _check_seed(seed)
     return [
-        _build(seed, index, kind, template, params)
+        build_task(seed, index, kind, template, params)
         for index, (kind, template, params) in enumerate(_specs())
     ]
 
@@ -417,7 +420,7 @@ def generate_family(family: Kind, seed: int = 0) -> list[WorkloadTask]:
     specs = _family_specs(family)  # an unknown family is an error naming the families
     offset = len(_specs()) + TASKS_PER_KIND * FAMILIES.index(family)
     return [
-        _build(seed, offset + i, kind, template, params)
+        build_task(seed, offset + i, kind, template, params)
         for i, (kind, template, params) in enumerate(specs)
     ]
 

@@ -36,6 +36,7 @@ import anyio
 from harness._jsonl import open_append
 from harness._lockfile import lock_directory
 from harness._progress import Progress
+from harness.arm_label import ArmLabel
 from harness.benchmarks.bench import JobExecutor, check_plan, load_results, rerun_on_resume
 from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id, open_job_journal
 from harness.benchmarks.ray_pool import job_directory
@@ -44,7 +45,7 @@ from harness.errors import ConfigError, HarnessError, JournalError
 from harness.journal import OnDamage, io_error
 from harness.ledger import Ledger, record_to_dict
 from harness.loop import LoopResult, run_loop
-from harness.loop.input_enums import LEVERS
+from harness.loop.levers import LEVERS
 from harness.manifest import Manifest, load_manifest
 from harness.task import Task
 from harness.task_file import failures
@@ -147,8 +148,8 @@ def _digest(path: Path | None) -> str | None:
 @dataclass(frozen=True)
 class UserBatchPlan:
     """What a batch covers: the task file (``None`` for one task from the command line), the
-    toolset reference, the manifest, the arm
-    labels (``S``, ``F``, ``F+eager``, ``P``, ``P+V``) and the run settings."""
+    toolset reference, the manifest, the arm labels (:data:`harness.arm_label.ARM_LABEL_NAMES`;
+    default ``S`` and ``F``) and the run settings."""
 
     out: Path
     tasks_file: Path | None
@@ -168,6 +169,8 @@ class UserBatchPlan:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ConfigError(f"--concurrency must be at least 1, got {self.concurrency}.")
+        for label in self.arms:
+            ArmLabel.parse(label)  # ConfigError naming the six labels
 
     def settings(self) -> dict[str, Any]:
         """What changes a job's result: everything but the output folder and concurrency;

@@ -34,6 +34,7 @@ __all__ = (
     "ErrorKind",
     "Executor",
     "OnAbandon",
+    "SpeculationRecord",
     "ToolResult",
     "ToolsetExecutor",
     "WindowExecutor",
@@ -250,6 +251,30 @@ class WindowExecutor(Protocol):
     async def execute(self, call: ToolCall) -> ToolResult: ...
 
     async def execute_window(self, calls: Sequence[ToolCall]) -> list[ToolResult]: ...
+
+
+@runtime_checkable
+class SpeculationRecord(Protocol):
+    """An optional capability of an :class:`Executor` that keeps a record of its calls (the
+    journal's :class:`~harness.journal.execution.JournaledCalls`): what arm F+spec
+    (:mod:`harness.speculation`) asks of it. Without it a speculation runs through
+    :meth:`Executor.execute` and a hit adopts its result unrecorded."""
+
+    async def speculate(self, call: ToolCall) -> ToolResult:
+        """Run the speculative ``call`` (not emitted by the model), recorded as speculative;
+        a resumed run gets the outcome an earlier attempt recorded for it, never counted as
+        a replay."""
+        ...
+
+    def decided(self, call: ToolCall) -> bool:
+        """Whether the record already decides the emitted ``call``'s outcome (a resumed run):
+        then it runs through ``execute``, never adopting a speculation."""
+        ...
+
+    def adopted(self, call: ToolCall, speculative: ToolCall, result: ToolResult) -> None:
+        """Record that the emitted ``call`` took over ``speculative``'s execution, with
+        ``result`` (already addressed to ``call``)."""
+        ...
 
 
 class ToolsetExecutor:

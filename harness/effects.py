@@ -474,14 +474,6 @@ class Footprint:
     def failed(cls, error: str) -> Footprint:
         return cls(None, None, "", error)
 
-    @property
-    def writes_anything(self) -> bool:
-        return self.writes is None or bool(self.writes)
-
-    @property
-    def reads_anything(self) -> bool:
-        return self.reads is None or bool(self.reads)
-
 
 class _Unknown(Exception):
     """A side of the footprint is unknown (missing argument, over the expansion bound)."""

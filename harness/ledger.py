@@ -6,6 +6,12 @@ A :class:`Ledger` keeps them in memory, logs each one as a debug event (logger
 ``harness.ledger``, event name = kind; silent unless the application configures logging, see
 :mod:`harness._logging`) and, when given a path, appends it to a JSONL trace.
 
+The fields with a closed set of values have ``Literal`` types exported here (:data:`Purpose`,
+:data:`CallMode`, :data:`SettledOutcome`, :data:`UnrestoredReason`, and the arm:
+:data:`~harness.arm_label.Arm`); they type the code that writes and compares them. A JSONL
+trace is read back as plain dicts (:meth:`Ledger.read_jsonl`), so a trace holding a value
+this version does not know still loads.
+
 Billed tokens are counted as the paper counts them: all input plus all output tokens of every
 generation (``prompt_tokens + completion_tokens``), cached or not.
 """
@@ -15,21 +21,35 @@ from __future__ import annotations
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from harness._jsonl import append_line, open_append, read_jsonl
 from harness._logging import get_logger
+from harness.arm_label import Arm, ArmLabel
 
 __all__ = (
+    "CallMode",
     "CallRecord",
     "Ledger",
+    "Purpose",
     "Record",
     "RunRecord",
+    "SettledOutcome",
     "SettledRecord",
     "TurnRecord",
+    "UnrestoredReason",
     "UnrestoredRecord",
     "WindowRecord",
 )
+
+#: Why a turn was generated (:attr:`TurnRecord.purpose`).
+Purpose = Literal["call", "answer", "absorb", "resample", "discard"]
+#: How a call ran (:attr:`CallRecord.mode`).
+CallMode = Literal["serial", "window", "eager", "speculated", "parallel", "client"]
+#: How an abandoned sync call ended (:attr:`SettledRecord.outcome`).
+SettledOutcome = Literal["returned", "raised"]
+#: Why the proxy passed a client's window through as sent (:attr:`UnrestoredRecord.reason`).
+UnrestoredReason = Literal["edited", "reshaped", "results"]
 
 _log = get_logger("harness.ledger")
 
@@ -42,8 +62,8 @@ class TurnRecord:
 
     run_id: str
     turn: int
-    arm: str
-    purpose: str
+    arm: Arm
+    purpose: Purpose
     n_calls: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
@@ -65,7 +85,9 @@ class TurnRecord:
 @dataclass(frozen=True)
 class CallRecord:
     """One executed call. ``mode``: ``serial``, ``window`` (withheld, run concurrently at
-    close), ``eager`` (withheld, started when emitted) or ``parallel`` (a P/P+V message).
+    close), ``eager`` (withheld, started when emitted), ``speculated`` (it took over a
+    speculation, arm F+spec), ``parallel`` (a P/P+V message) or ``client`` (the proxy: the
+    client ran it).
     ``outcome_known`` is False for a sync call abandoned while its thread still ran (a
     :class:`SettledRecord` follows when it ends); ``error_kind="outcome_unknown"`` marks an
     in-doubt call of a resumed run that was not run again (:mod:`harness.journal`)."""
@@ -75,7 +97,7 @@ class CallRecord:
     tool: str
     arguments: str
     turn: int
-    mode: str
+    mode: CallMode
     window: int | None
     is_error: bool
     error_kind: str | None
@@ -99,7 +121,7 @@ class SettledRecord:
     run_id: str
     call_id: str
     tool: str
-    outcome: str
+    outcome: SettledOutcome
     error: str | None
     finished: float
     kind: str = "settled"
@@ -118,11 +140,14 @@ class WindowRecord:
 
     run_id: str
     index: int
-    arm: str
+    arm: Arm
     detector: str
     phase: str | None
     n: int
     call_ids: tuple[str, ...]
+    #: Why the window closed: how the loop ended it (``final_answer``, ``message``, ``end``,
+    #: ``aborted``, ...) or the certification failure code of the call that closed it — an
+    #: open set (:attr:`harness.certify.Failure.code`), so a plain ``str``.
     closed_by: str
     evidence: tuple[str, ...]
     opened_turn: int
@@ -144,11 +169,12 @@ class WindowRecord:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """The summary of one run."""
+    """The summary of one run. :attr:`label` names its arm as
+    :class:`~harness.arm_label.ArmLabel` (``F+spec`` for ``arm="F"`` with ``speculate``)."""
 
     run_id: str
     task_id: str
-    arm: str
+    arm: Arm
     policy: str
     detector: str
     eager: bool
@@ -171,6 +197,10 @@ class RunRecord:
     speculate: bool = False
     kind: str = "run"
 
+    @property
+    def label(self) -> ArmLabel:
+        return ArmLabel.of(self.arm, eager=self.eager, speculate=self.speculate)
+
 
 @dataclass(frozen=True)
 class UnrestoredRecord:
@@ -182,7 +212,7 @@ class UnrestoredRecord:
 
     run_id: str
     window: str
-    reason: str
+    reason: UnrestoredReason
     message: str
     kind: str = "unrestored"
 

@@ -47,6 +47,7 @@ __all__ = (
     "check_provenance",
     "quotes_withheld",
     "result_values",
+    "scalar_leaves",
 )
 
 ViolationKind = Literal["marker", "withheld_text", "not_an_input", "not_in_visible_results"]
@@ -75,13 +76,15 @@ class Violation:
         return "D2_quotes_marker" if self.kind in ("marker", "withheld_text") else "D2_provenance"
 
 
-def _leaves(value: Any) -> Iterator[Any]:
+def scalar_leaves(value: Any) -> Iterator[Any]:
+    """Every scalar inside ``value`` (a JSON-like value: mappings' values and sequences'
+    items, at any depth), in order; a scalar yields itself."""
     if isinstance(value, Mapping):
         for v in value.values():
-            yield from _leaves(v)
+            yield from scalar_leaves(v)
     elif isinstance(value, list | tuple):
         for v in value:
-            yield from _leaves(v)
+            yield from scalar_leaves(v)
     else:
         yield value
 
@@ -94,7 +97,7 @@ def quotes_withheld(
     out = []
     texts = [w for w in withheld if w] if withheld else ()
     for name, value in arguments.items():
-        for leaf in (value,) if type(value) is str else _leaves(value):
+        for leaf in (value,) if type(value) is str else scalar_leaves(value):
             text = leaf if isinstance(leaf, str) else canonical_text(leaf)
             if marker and marker in text:
                 out.append(Violation(name, "marker", f"argument {name!r} quotes {marker!r}"))
@@ -166,7 +169,7 @@ def _result_leaves(text: str) -> frozenset[str]:
     except ValueError:
         return frozenset({text})
     try:
-        return frozenset({canonical_text(v) for v in _leaves(decoded)} | {text})
+        return frozenset({canonical_text(v) for v in scalar_leaves(decoded)} | {text})
     except TypeError:
         return frozenset({text})
 

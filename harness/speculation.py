@@ -52,13 +52,11 @@ from typing import Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from harness.calls import Executor, ToolResult
+from harness.calls import Executor, SpeculationRecord, ToolResult
 from harness.effects import canonical_text
 from harness.engines.base import ToolCall
-from harness.journal import idempotency_key, result_from_entry
-from harness.journal.execution import JournaledCalls
 from harness.manifest import Phase
-from harness.provenance import _leaves, _result_leaves
+from harness.provenance import result_values, scalar_leaves
 from harness.tools import Tool, Toolset
 
 __all__ = (
@@ -166,8 +164,8 @@ def _visible_values(visible: Sequence[str]) -> list[Any]:
     values: list[Any] = []
     for text in visible:
         with contextlib.suppress(ValueError):
-            values.extend(_leaves(json.loads(text)))
-    values.extend(sorted(set().union(*(_result_leaves(r) for r in visible))) if visible else [])
+            values.extend(scalar_leaves(json.loads(text)))
+    values.extend(sorted(set().union(*(result_values(r) for r in visible))) if visible else [])
     return values
 
 
@@ -315,9 +313,9 @@ class SpecStats:
 class Speculation:
     """The speculative executions of one phase (see the module docstring).
 
-    ``executor``: the run's executor (a :class:`~harness.journal.execution.JournaledCalls`
-    journals each as ``speculative``); ``group``: the run's task group, so cancelling the run
-    cancels them; ``ids``: the run's ``spec_N`` id source."""
+    ``executor``: the run's executor (one with the :class:`~harness.calls.SpeculationRecord`
+    capability, the journal, records each as ``speculative``); ``group``: the run's task
+    group, so cancelling the run cancels them; ``ids``: the run's ``spec_N`` id source."""
 
     def __init__(
         self,
@@ -348,15 +346,10 @@ class Speculation:
         try:
             with entry.scope:
                 executor = self.executor
-                if not isinstance(executor, JournaledCalls):
-                    entry.result = await executor.execute(entry.call)
-                elif entry.call.id in executor.journal.replay.outcomes:
-                    # speculated in an earlier attempt: its outcome, never counted as a replay
-                    entry.result = result_from_entry(
-                        executor.journal.replay.outcomes[entry.call.id]
-                    )
+                if isinstance(executor, SpeculationRecord):
+                    entry.result = await executor.speculate(entry.call)
                 else:
-                    entry.result = await executor.execute(entry.call, mode="speculative")
+                    entry.result = await executor.execute(entry.call)
         finally:
             entry.ended = time.monotonic()
             entry.done.set()
@@ -383,17 +376,16 @@ class Speculation:
     async def adopt(self, entry: _Speculated, call: ToolCall) -> ToolResult:
         """The result of the hit ``call``: the speculation's, re-addressed to ``call``."""
         executor = self.executor
-        if isinstance(executor, JournaledCalls) and executor.decide(call) != "live":
+        record = executor if isinstance(executor, SpeculationRecord) else None
+        if record is not None and record.decided(call):
             entry.scope.cancel()
             return await executor.execute(call)  # resumed: the journal's word on call is final
         await entry.done.wait()
         if entry.result is None:  # cancelled with the run: run it as F would
             return await executor.execute(call)
         result = replace(entry.result, call_id=call.id)
-        if isinstance(executor, JournaledCalls):
-            key = idempotency_key(executor.journal.run_id, entry.call.id)
-            executor.journal.record_intent(call, key=key, turn=None, mode="speculated", window=None)
-            executor.journal.record_outcome(result)
+        if record is not None:
+            record.adopted(call, entry.call, result)
         return result
 
     def settle(self) -> SpecStats:

@@ -27,11 +27,12 @@ from functools import partial
 import anyio
 from anyio.abc import TaskGroup
 
+from harness._concurrency import gather
 from harness.calls import Executor, ToolResult, WindowExecutor
 from harness.certify import DEFAULT_MARKER, Admission, Certificate, WindowTracker
 from harness.engines.base import ToolCall
-from harness.engines.batch import gather
 from harness.errors import ConfigError
+from harness.ledger import CallMode
 from harness.provenance import TurnView
 from harness.speculation import SpecStats
 
@@ -63,7 +64,7 @@ class Window:
         self._eager = eager
         self._results: dict[str, ToolResult] = {}
         self._done: dict[str, anyio.Event] = {}
-        self._modes: dict[str, str] = {}
+        self._modes: dict[str, CallMode] = {}
         #: What speculation did for this window (arm F+spec), set before it is revealed.
         self.speculation: SpecStats | None = None
 
@@ -72,7 +73,7 @@ class Window:
         return self.certificate is not None
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> CallMode:
         """How its calls run, as the ledger names it: ``eager`` or ``window`` (at close)."""
         return "eager" if self._eager is not None else "window"
 
@@ -82,7 +83,7 @@ class Window:
             raise ConfigError(f"Window of phase {self.phase!r} is closed; {call.id} cannot join.")
         self.calls.append(call)
 
-    def mode_of(self, call_id: str) -> str:
+    def mode_of(self, call_id: str) -> CallMode:
         """How one call ran: :attr:`mode`, or ``speculated`` (it took over a speculation)."""
         return self._modes.get(call_id, self.mode)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from harness._concurrency import gather, settled
 from harness.engines.base import ToolCall
-from harness.engines.batch import gather, settled
 
 pytestmark = pytest.mark.anyio
 

@@ -26,7 +26,7 @@ from harness.cli import main
 from harness.engines.base import ToolCall
 from harness.errors import ConfigError
 from harness.loop import LoopConfig, run_loop
-from harness.loop.input_enums import open_slot_count, open_slot_specs
+from harness.loop.levers import open_slot_count, open_slot_specs
 from harness.testing import ScriptedEngine
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -196,7 +196,7 @@ def test_open_slots_keep_a_shared_value_and_close_a_tool_once_every_slot_is_fill
     wt = task_by_id(FAMILY, "easy_fan_out-09")  # easy_status, 2 keys
     toolset, _ = wt.toolset()
     config = LoopConfig(open_slots=True, skill_tools=True)
-    from harness.loop.input_enums import input_enum_specs, skill_specs
+    from harness.loop.levers import input_enum_specs, skill_specs
 
     specs = input_enum_specs(
         skill_specs(toolset.specs(), MANIFEST.skill(wt.skill)), MANIFEST.skill(wt.skill),
@@ -221,7 +221,7 @@ def test_open_slots_keep_a_shared_value_and_close_a_tool_once_every_slot_is_fill
 def test_the_open_slot_count_is_what_a_serial_run_could_still_call() -> None:
     wt = task_by_id(FAMILY, "easy_fan_out-04")  # easy_tag, 3 keys, one shared tag
     toolset, _ = wt.toolset()
-    from harness.loop.input_enums import input_enum_specs, skill_specs
+    from harness.loop.levers import input_enum_specs, skill_specs
 
     skill = MANIFEST.skill(wt.skill)
     specs = input_enum_specs(skill_specs(toolset.specs(), skill), skill, wt.task.inputs)

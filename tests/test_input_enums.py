@@ -9,7 +9,7 @@ import pytest
 
 from harness.benchmarks.tasks import generate_tasks, task_by_id
 from harness.loop import ARMS, LoopConfig, run_loop
-from harness.loop.input_enums import input_enum_specs
+from harness.loop.levers import input_enum_specs
 from harness.testing import ScriptedEngine
 from harness.toolsets.workspace import load_workspace_manifest
 

@@ -1,7 +1,7 @@
 """The manifest-guided levers as options (``harness run`` and ``harness bench``).
 
 Each narrows what the model may emit from what the skill's manifest says, identically for every
-arm (:mod:`harness.loop.input_enums`): ``--skill-tools`` offers only the skill's tools,
+arm (:mod:`harness.loop.levers`): ``--skill-tools`` offers only the skill's tools,
 ``--input-enums`` lets an input-sourced argument take only the task input's values, and
 ``--open-slots`` (which implies ``--input-enums``) lets it take only the values no earlier call
 used, turn by turn, in the reply grammar only.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.loop.input_enums import LEVERS
+from harness.loop.levers import LEVERS
 
 __all__ = ("GUIDES", "add_guide_arguments", "guides")
 

@@ -16,6 +16,7 @@ from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
 from harness._commands._guide_args import add_guide_arguments, guides
 from harness._commands._ray_args import add_ray_arguments, check_ray_arguments, open_ray_pool
 from harness._commands._signals import until_signalled
+from harness.arm_label import ARM_LABEL_NAMES
 from harness.errors import ConfigError
 
 __all__ = ("register", "run")
@@ -94,7 +95,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         nargs="+",
         default=None,
         metavar="ARM",
-        help="subset of S F F+eager F+spec P P+V (default all)",
+        help=f"subset of {' '.join(ARM_LABEL_NAMES)} (default all)",
     )
     parser.add_argument(
         "--policy",

@@ -28,6 +28,7 @@ from harness._commands.run_user import (
     run_user_task,
 )
 from harness._jsonl import open_append
+from harness.arm_label import ARM_LABEL_NAMES
 from harness.errors import ConfigError
 from harness.journal import OnDamage
 
@@ -72,7 +73,7 @@ examples:
       --out runs/mine                                    # a resumable batch of your tasks
 """
 
-ARM_CHOICES = ("S", "F", "F+eager", "F+spec", "P", "P+V")
+ARM_CHOICES = ARM_LABEL_NAMES
 #: The defaults of the options a workload task (--task) and your own task do not share.
 _WORKLOAD_DEFAULTS: dict[str, Any] = {
     "seed": 0,

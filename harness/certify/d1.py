@@ -11,9 +11,9 @@ read targets conflicts with every other write. The rule itself lives in
 
 This module applies the rule to calls: :func:`call_footprint` (a call's footprint, or why it
 has none: an unknown tool, arguments that are not a JSON object valid against the tool's
-schema, targets that cannot be resolved), :func:`pair_conflict` (one pair), :class:`
-WindowConflicts` (a call against the window still open, through an index kept in step with
-it: what the online tracker asks on each admission) and :func:`check_d1` (a whole block).
+schema, targets that cannot be resolved), :class:`WindowConflicts` (a call against the
+window still open, through an index kept in step with it: what the online tracker asks on each
+admission) and :func:`check_d1` (a whole block).
 """
 
 from __future__ import annotations
@@ -21,18 +21,16 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 from harness.certify.verdict import Failure, WindowView
-from harness.conflicts import Conflict, ConflictIndex, conflict
+from harness.conflicts import Conflict, ConflictIndex
 from harness.effects import Footprint
 from harness.engines.base import ToolCall
 from harness.tools import Toolset
 
 __all__ = (
     "WindowConflicts",
-    "call_defect",
     "call_footprint",
     "check_d1",
     "conflicts_with",
-    "pair_conflict",
 )
 
 
@@ -54,12 +52,6 @@ def call_footprint(toolset: Toolset, call: ToolCall) -> Footprint | Failure:
     return footprint
 
 
-def call_defect(toolset: Toolset, call: ToolCall) -> Failure | None:
-    """Why D1 cannot be decided for ``call`` at all, or ``None``."""
-    found = call_footprint(toolset, call)
-    return found if isinstance(found, Failure) else None
-
-
 def _failure(call: ToolCall, other: ToolCall, found: Conflict) -> Failure:
     what = {
         "D1_write_conflict": f"'{other.name}' and '{call.name}' both write {found.detail}",
@@ -76,19 +68,6 @@ def _failure(call: ToolCall, other: ToolCall, found: Conflict) -> Failure:
         ),
     }[found.code]
     return Failure("D1", found.code, what, call.id)
-
-
-def pair_conflict(toolset: Toolset, a: ToolCall, b: ToolCall) -> Failure | None:
-    """Why calls ``a`` and ``b`` may not commute, or ``None`` when they do (D1, one pair)."""
-    fa, fb = call_footprint(toolset, a), call_footprint(toolset, b)
-    if isinstance(fa, Failure):
-        return fa
-    if isinstance(fb, Failure):
-        return fb
-    found = conflict(fa, fb)
-    if found is None:
-        return None
-    return _failure(b, a, Conflict(a.id, found[0], found[1]))
 
 
 class WindowConflicts:

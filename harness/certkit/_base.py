@@ -39,8 +39,14 @@ __all__ = (
 Call = tuple[str, Mapping[str, Any]]
 
 
-class Falsified(Exception):
-    """Raised inside a property: the claim is false for this example."""
+class Falsified(Exception):  # internal control flow, not a HarnessError: see below
+    """Raised inside a property: the claim is false for this example.
+
+    Internal control flow, kept outside the :class:`~harness.errors.HarnessError` tree on
+    purpose: hypothesis sees it as the property failing (and shrinks the example), and
+    ``Kit`` (:mod:`harness.certkit._kit`) catches it and turns its counterexample into the
+    claim's result. It never reaches a caller of the kit; a ``HarnessError`` a tool or the
+    kit raises is a real failure and must not be mistaken for a falsified claim."""
 
     def __init__(self, counterexample: Counterexample) -> None:
         super().__init__(counterexample.message)

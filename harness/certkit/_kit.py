@@ -33,6 +33,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
+from harness._concurrency import gather
 from harness._schema_strategies import arguments_strategy
 from harness.calls import ToolResult, execute_call
 from harness.certify import Detector, SchemaSoundDetector
@@ -58,7 +59,6 @@ from harness.certkit._d2 import check_d2
 from harness.certkit._report import ClaimName, ClaimResult, Counterexample, Outcome
 from harness.certkit._speculable import check_speculable
 from harness.engines.base import ToolCall
-from harness.engines.batch import gather
 from harness.errors import ToolsetError
 from harness.manifest import ArgSource, Manifest, Phase
 from harness.tools import Tool, Toolset

@@ -220,7 +220,7 @@ def reply_schema(
 ) -> dict[str, Any]:
     """A strict JSON schema every valid reply satisfies: one branch per tool, one answer.
     ``max_calls`` caps a parallel reply's list (a small model otherwise lists calls until it
-    runs out of tokens). With no tools (every tool closed: :mod:`harness.loop.input_enums`)
+    runs out of tokens). With no tools (every tool closed: :mod:`harness.loop.levers`)
     only the answer branch remains."""
     branches = []
     for function in tool_functions(tools):

@@ -195,7 +195,7 @@ class GenerationSettings:
     ``constrain``: constrain decoding to valid call syntax (a tool from the list with
     schema-valid arguments, or a final answer) without choosing the values.
     ``grammar_tools``: when set, the tools the reply grammar allows (narrower schemas of the
-    same tools, e.g. the open slots of :mod:`harness.loop.input_enums`); the prompt still
+    same tools, e.g. the open slots of :mod:`harness.loop.levers`); the prompt still
     shows ``tools``, so the prompt prefix does not change when the grammar does.
     ``model``: the model name a server engine asks for (``None``: the engine's own).
     ``unsent``: request fields a server engine leaves out, so the server's defaults apply —

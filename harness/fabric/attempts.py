@@ -10,7 +10,7 @@ its timeout. Only :class:`~harness.errors.EngineDeadError` (every request would 
 bugs in the fabric itself end the run.
 
 **Consensus.** A gated node's N samples go to the engine as one batch
-(:func:`~harness.engines.batch.gather`, each request :func:`~harness.engines.batch.settled`
+(:func:`~harness._concurrency.gather`, each request :func:`~harness._concurrency.settled`
 so one failure neither cancels nor hides its siblings); the vote runs over the samples that came
 back, and agrees only with a strict majority of the N requested (a failed sample is a
 dissent) or the policy's declared share. Otherwise the node is ``contested``: its plurality
@@ -33,6 +33,7 @@ from functools import partial
 
 import anyio
 
+from harness._concurrency import gather, settled
 from harness.calls import ToolResult, execute_call
 from harness.engines.base import (
     Completion,
@@ -42,7 +43,6 @@ from harness.engines.base import (
     ToolCall,
     Usage,
 )
-from harness.engines.batch import gather, settled
 from harness.errors import EngineDeadError, HarnessError, NodeFailed
 from harness.fabric._isolation import Isolation
 from harness.fabric.config import NODE_SYSTEM, FabricConfig

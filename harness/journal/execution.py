@@ -164,6 +164,27 @@ class JournaledCalls:
         self.journal.record_outcome(result)
         return result
 
+    # -- the SpeculationRecord capability (harness.calls): what arm F+spec asks ------------
+
+    async def speculate(self, call: ToolCall) -> ToolResult:
+        """Run a speculative ``call``, journaled as ``speculative``; speculated in an earlier
+        attempt: its recorded outcome (not counted as a replay)."""
+        recorded = self.journal.replay.outcomes.get(call.id)
+        if recorded is not None:
+            return result_from_entry(recorded)
+        return await self.execute(call, mode="speculative")
+
+    def decided(self, call: ToolCall) -> bool:
+        """Whether the journal already decides ``call`` (anything but ``live``)."""
+        return self.decide(call) != "live"
+
+    def adopted(self, call: ToolCall, speculative: ToolCall, result: ToolResult) -> None:
+        """Journal ``call`` as ``speculated``: its intent (under the speculation's idempotency
+        key: the tool ran once, as ``speculative``) and ``result``."""
+        key = idempotency_key(self.journal.run_id, speculative.id)
+        self.journal.record_intent(call, key=key, turn=None, mode="speculated", window=None)
+        self.journal.record_outcome(result)
+
     def _abandoned(self, call: ToolCall, thread: ToolThread) -> None:
         thread.on_end(lambda ended: self.journal.record_settled(call, ended))
         if self._on_abandon is not None:

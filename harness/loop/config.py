@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from harness.arm_label import ARMS, Arm
 from harness.certify import DEFAULT_MARKER
 from harness.engines.base import GenerationSettings
 from harness.errors import ConfigError
@@ -19,9 +20,7 @@ __all__ = (
     "ResampleSettings",
 )
 
-Arm = Literal["S", "F", "P", "P+V"]
 Policy = Literal["model", "gold", "oracle"]
-ARMS: tuple[Arm, ...] = ("S", "F", "P", "P+V")
 POLICY_NAMES: tuple[Policy, ...] = ("model", "gold", "oracle")
 
 
@@ -78,7 +77,7 @@ class LoopConfig:
     resample: ResampleSettings = field(default_factory=ResampleSettings)
     #: Constrain every argument the skill's manifest sources from a task input to that
     #: input's values (an enum in the reply grammar, the same for every arm):
-    #: :mod:`harness.loop.input_enums`. Needs a manifest skill; off by default.
+    #: :mod:`harness.loop.levers`. Needs a manifest skill; off by default.
     input_enums: bool = False
     #: Offer the model only the tools the skill's manifest phases name (the same tools for
     #: every arm and every turn, so the prompt prefix stays stable). Needs a manifest skill;
@@ -86,7 +85,7 @@ class LoopConfig:
     skill_tools: bool = False
     #: ``input_enums`` and, turn by turn, only the values no earlier call of the tool used
     #: (a fan-out phase fills each input slot once), in the reply grammar only:
-    #: :func:`harness.loop.input_enums.open_slot_specs`. Needs a manifest skill; off by default.
+    #: :func:`harness.loop.levers.open_slot_specs`. Needs a manifest skill; off by default.
     open_slots: bool = False
     #: Wall-clock deadline of one run (of one attempt, when resumed), in seconds; None: none.
     max_wall_s: float | None = None
@@ -113,8 +112,3 @@ class LoopConfig:
             raise ConfigError(
                 f"max_billed_tokens must be at least 1, got {self.max_billed_tokens}."
             )
-
-    @property
-    def eager(self) -> bool:
-        """Shorthand for ``flatten.eager``."""
-        return self.flatten.eager

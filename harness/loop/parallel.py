@@ -14,9 +14,9 @@ from functools import partial
 
 from anyio.abc import TaskGroup
 
+from harness._concurrency import gather
 from harness.certify import Detector
 from harness.engines.base import Completion, GenerationSettings
-from harness.engines.batch import gather
 from harness.loop.policy import with_room_for_forced
 from harness.loop.state import RunState
 from harness.manifest import Phase

@@ -34,10 +34,10 @@ from harness.engines.base import (
 )
 from harness.engines.batch import sample_batch
 from harness.journal.turns import JournaledTurns
-from harness.ledger import CallRecord, Ledger, TurnRecord, WindowRecord
+from harness.ledger import CallMode, CallRecord, Ledger, Purpose, TurnRecord, WindowRecord
 from harness.loop.budgets import Budgets, Counters
 from harness.loop.config import LoopConfig
-from harness.loop.input_enums import (
+from harness.loop.levers import (
     input_enum_specs,
     open_slot_count,
     open_slot_specs,
@@ -139,7 +139,9 @@ class RunState:
         completion = await self.complete(self.turn, settings, "call")
         return self.took_turn(completion, "call", started, window_open=window_open)
 
-    async def complete(self, turn: int, settings: GenerationSettings, purpose: str) -> Completion:
+    async def complete(
+        self, turn: int, settings: GenerationSettings, purpose: Purpose
+    ) -> Completion:
         """The completion of ``turn``: replayed from the journal, or generated (at the engine
         boundary: any engine failure is a typed error) and journaled."""
         settings = self.narrowed(settings)
@@ -227,7 +229,7 @@ class RunState:
         return [c for c in out if c is not None]
 
     def took_turn(
-        self, completion: Completion, purpose: str, started: float, *, window_open: bool = False
+        self, completion: Completion, purpose: Purpose, started: float, *, window_open: bool = False
     ) -> Completion:
         """Account for one generated completion: renumber its calls, record the turn."""
         completion = self._renumber(completion)
@@ -267,7 +269,7 @@ class RunState:
                 return call_id
 
     def _record_turn(
-        self, purpose: str, completion: Completion, started: float, window_open: bool
+        self, purpose: Purpose, completion: Completion, started: float, window_open: bool
     ) -> None:
         usage, timings = completion.usage, completion.timings
         if self._absorbing is not None and purpose == "call":
@@ -308,7 +310,7 @@ class RunState:
         self.record_call(result, call, "serial", None)
 
     def record_call(
-        self, result: ToolResult, call: ToolCall, mode: str, window: int | None
+        self, result: ToolResult, call: ToolCall, mode: CallMode, window: int | None
     ) -> None:
         """A call's outcome: kept, counted against the mistake budget, and recorded."""
         self.results[call.id] = result

@@ -1,5 +1,6 @@
-"""Manifest-guided constrained decoding: an argument the manifest sources from a task input may
-only take that input's values.
+"""The three manifest-guided levers (:data:`LEVERS`: ``input_enums``, ``skill_tools``,
+``open_slots``), the same for every arm. Constrained decoding: an argument the manifest sources
+from a task input may only take that input's values.
 
 A small model invents keys (``read_doc("d417")`` when the prompt names d558 and d484). When a
 skill's manifest says an argument comes from ``input:FIELD`` in every phase that uses its tool,
