@@ -45,7 +45,7 @@ def test_default_windows_are_two_to_ten(capsys):
 
 def test_json_output_has_exactly_the_documented_keys(capsys):
     doc = frontier_json(capsys, "--n", "2", "6", "8", "10")
-    assert list(doc) == ["regime", "windows", "n_star", "speculation"]
+    assert list(doc) == ["regime", "windows", "n_star", "speculation", "drafting"]
     assert doc["regime"] == Regime().to_json()
     assert all(list(w) == WINDOW_KEYS for w in doc["windows"])
     six = doc["windows"][1]

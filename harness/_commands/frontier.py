@@ -30,6 +30,15 @@ from harness.costmodel import (
     wall_time_serial,
     window_costs,
 )
+from harness.costmodel_drafting import (
+    Drafting,
+    break_even_acceptance,
+    drafted_saving,
+    wall_time_flattened_drafted,
+    wall_time_parallel_drafted,
+    wall_time_serial_drafted,
+    wall_time_speculative_drafted,
+)
 from harness.costmodel_speculation import (
     crossover_latency,
     wall_dividend_speculative,
@@ -50,7 +59,9 @@ token dividends, the crossover gaps g_T*(n) and g_B*(n) below which P+V beats F,
 window n* where that happens at the declared gap g, and the arm to use per window:
 flatten what the model cannot afford to emit in parallel. Beside them, F+spec (certified
 speculation: the window's calls start when its phase starts, harness.costmodel_speculation):
-its wall time, what it saves over F, and the tool latency L* above which it beats P.
+its wall time, what it saves over F, and the tool latency L* above which it beats P. With
+--draft-acceptance, drafted decoding (harness.costmodel_drafting: the engine verifies k
+drafted tokens per step; --speculate on the embedded engine) prices every arm's window again.
 
 Every regime parameter has an option; --params FILE reads a JSON object of them (the
 format `Regime.to_json` writes and the benchmark emits), and options override the file.
@@ -64,12 +75,16 @@ examples:
   harness frontier --gap 1.0 --tool-latency 2   # a stronger parallel caller, slower tools
   harness frontier --params measured.json --json > frontier.json
   harness frontier --tool-latency-sigma 0.15 --plot frontier.png
+  harness frontier --draft-acceptance 0.93 --draft-tokens 6 --verify-cost 3   # this CPU's drafting
 
 JSON (--json): {"regime": {...parameters...}, "windows": [{"n", "T_S", "T_F", "T_P",
 "dividend_T_F", "dividend_T_F_fraction", "tokens_S", "tokens_F", "tokens_P",
 "token_dividend_F", "token_dividend_F_fraction", "g_T_star", "g_B_star", "best_arm"}, ...],
 "n_star": float or null, "speculation": [{"n", "T_F_spec", "dividend_T_spec",
-"crossover_latency"}, ...]}; times in seconds, tokens per window, gaps in pp, fractions 0..1.
+"crossover_latency"}, ...], "drafting": null or {"acceptance", "tokens", "verify_cost",
+"tokens_per_step", "speedup", "break_even_acceptance", "windows": [{"n", "T_S_draft",
+"T_F_draft", "T_P_draft", "T_F_spec_draft", "saving"}, ...]}}; times in seconds, tokens per
+window, gaps in pp, fractions 0..1.
 """
 
 
@@ -104,6 +119,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=Path,
         help="draw wall time per window against n for the four arms (needs matplotlib)",
     )
+    drafting = parser.add_argument_group("drafted decoding (harness.costmodel_drafting)")
+    drafting.add_argument(
+        "--draft-acceptance",
+        metavar="α",
+        type=float,
+        default=None,
+        help="a drafted token's chance to be kept (0-1); prices every arm with drafting",
+    )
+    drafting.add_argument(
+        "--draft-tokens",
+        metavar="k",
+        type=int,
+        default=6,
+        help="tokens drafted per verification step [default 6, the engine's]",
+    )
+    drafting.add_argument(
+        "--verify-cost",
+        metavar="ρ",
+        type=float,
+        default=1.0,
+        help="one verification step's time in plain decode steps [default 1; ~3 measured on "
+        "a 2-core CPU at k = 6]",
+    )
     nominal = Regime()
     group = parser.add_argument_group("regime parameters (override --params)")
     for param in PARAMETERS:
@@ -121,6 +159,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Price the windows asked for and print a table, or JSON; optionally plot."""
     regime = _regime(args)
+    drafting = (
+        Drafting(args.draft_acceptance, args.draft_tokens, args.verify_cost)
+        if args.draft_acceptance is not None
+        else None
+    )
     windows = [_window_size(n) for n in args.windows]
     costs = [window_costs(regime, n) for n in windows]
     n_star = flip_window(regime)
@@ -132,10 +175,13 @@ def run(args: argparse.Namespace) -> int:
             "windows": [c.to_json() for c in costs],
             "n_star": n_star,
             "speculation": [_speculation(regime, n) for n in windows],
+            "drafting": _drafting(regime, drafting, windows) if drafting else None,
         }
         print(json.dumps(document, indent=2))
     else:
         print(_table(regime, costs, n_star))
+        if drafting is not None:
+            print(_drafting_table(regime, drafting, windows))
         if args.plot is not None:
             print(f"\nplot written to {args.plot}")
     return 0
@@ -148,6 +194,52 @@ def _speculation(regime: Regime, n: float) -> dict[str, float]:
         "dividend_T_spec": wall_dividend_speculative(regime, n),
         "crossover_latency": crossover_latency(regime, n),
     }
+
+
+def _drafting(regime: Regime, drafting: Drafting, windows: Sequence[int]) -> dict[str, object]:
+    return {
+        "acceptance": drafting.acceptance,
+        "tokens": drafting.tokens,
+        "verify_cost": drafting.verify_cost,
+        "tokens_per_step": drafting.tokens_per_step,
+        "speedup": drafting.speedup,
+        "break_even_acceptance": break_even_acceptance(drafting.tokens, drafting.verify_cost),
+        "windows": [
+            {
+                "n": n,
+                "T_S_draft": wall_time_serial_drafted(regime, n, drafting),
+                "T_F_draft": wall_time_flattened_drafted(regime, n, drafting),
+                "T_P_draft": wall_time_parallel_drafted(regime, n, drafting),
+                "T_F_spec_draft": wall_time_speculative_drafted(regime, n, drafting),
+                "saving": drafted_saving(regime, n, drafting),
+            }
+            for n in windows
+        ],
+    }
+
+
+def _drafting_table(regime: Regime, drafting: Drafting, windows: Sequence[int]) -> str:
+    facts = _drafting(regime, drafting, windows)
+    out = [
+        "",
+        f"Drafted decoding: α = {drafting.acceptance:g}, k = {drafting.tokens}, ρ = "
+        f"{drafting.verify_cost:g}: {drafting.tokens_per_step:.2f} tokens per verification "
+        f"step, call decode {drafting.speedup:.2f}x (pays above α = "
+        f"{facts['break_even_acceptance']:.2f}); wall time per window, seconds",
+    ]
+    rows = [
+        (
+            str(n),
+            f"{wall_time_serial_drafted(regime, n, drafting):.2f}",
+            f"{wall_time_flattened_drafted(regime, n, drafting):.2f}",
+            f"{wall_time_parallel_drafted(regime, n, drafting):.2f}",
+            f"{wall_time_speculative_drafted(regime, n, drafting):.2f}",
+            f"{drafted_saving(regime, n, drafting):.2f}",
+        )
+        for n in windows
+    ]
+    out += _render(("n", "T_S^d", "T_F^d", "T_P^d", "T_F+spec^d", "saved"), rows)
+    return "\n".join(out)
 
 
 def _window_size(n: int) -> int:
