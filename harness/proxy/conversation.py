@@ -31,14 +31,14 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import anyio
 
 from harness.calls import ToolResult
 from harness.certify import Certificate, Detector, Rejection, WindowTracker
 from harness.engines.base import (
+    ClosingContext,
     Completion,
     Engine,
     GenerationSettings,
@@ -164,7 +164,7 @@ class Meter:
     completions: list[Completion] = field(default_factory=list)
 
 
-class MeteredEngine:
+class MeteredEngine(ClosingContext):
     """The upstream engine, each generation counted on the current request's :class:`Meter`
     (a request that would fold in more than ``Meter.limit`` generations ends in
     :class:`~harness.errors.UsageLimitExceeded`)."""
@@ -218,17 +218,6 @@ class MeteredEngine:
 
     async def aclose(self) -> None:
         """The upstream belongs to the proxy's owner: never closed here."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
 
 def _hidden(error: Exception, hide: Callable[[str], str]) -> Exception:
