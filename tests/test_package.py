@@ -25,7 +25,7 @@ HEAVY = (
     "harness.fabric",
     "harness.certkit",
     "harness.testing",
-    "harness.benchmarks",
+    "harness.bench",
     "harness.toolsets",
     "harness.loop",
     "httpx",
@@ -289,7 +289,9 @@ def test_the_distribution_installs_one_import_package() -> None:
     assert tops == {"harness", f"agent_harness-{harness.__version__}.dist-info"}
     names = {str(f) for f in dist.files or ()}
     assert "harness/toolsets/workspace/workspace.toml" in names
-    assert not [n for n in names if n.startswith("harness/benchmarks/results")]
+    assert "harness/bench/runner.py" in names  # what `harness bench` runs
+    assert "harness/bench/jobs.py" in names  # what `harness run` runs
+    assert not [n for n in names if n.startswith("harness/benchmarks") or "/results/" in n]
 
 
 def test_no_help_example_is_two_lines_joined_by_a_lost_backslash() -> None:
