@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -230,6 +231,21 @@ def test_the_whole_parser_builds_every_command_for_references() -> None:
         assert parser.description, f"{name} is a stub in the whole parser"
     args = whole.parse_args(["run", "--task", "fan_out-06", "--engine", "scripted", "-v"])
     assert (args.task, args.verbose) == ("fan_out-06", True)
+
+
+def test_python_m_harness_is_the_harness_command(tmp_path: Path) -> None:
+    here = str(Path(harness.__file__ or "").parents[1])  # this process's package, not another
+    result = subprocess.run(
+        [sys.executable, "-m", "harness", "--version"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": here},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"harness {harness.__version__}"
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
