@@ -10,7 +10,8 @@ STAMP  := $(VENV)/.installed
 LINT_IMPORTS := $(BIN)/python -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 # `make test-minimal` builds the wheel, installs it with no extras (plus the test extra) into a
 # fresh venv here, and runs the unit tests from a copy of tests/ so they import the installed
-# package, not the checkout.
+# package, not the checkout (with a copy of benchmarks/, which the wheel does not ship: the tests
+# of the one-off measurements run them against the installed package).
 MINIMAL := build/minimal
 
 # The documentation site (docs/mkdocs.yml) into the git-ignored build/docs; --strict makes every
@@ -61,7 +62,7 @@ test-minimal:
 	$(PYTHON) -m venv $(MINIMAL)/venv
 	$(MINIMAL)/venv/bin/python -m pip install -q "$$(ls $(MINIMAL)/dist/*.whl)[test]"
 	mkdir -p $(MINIMAL)/run
-	cp -r tests pyproject.toml README.md $(MINIMAL)/run/
+	cp -r tests benchmarks pyproject.toml README.md $(MINIMAL)/run/
 	if [ -d docs ]; then cp -r docs $(MINIMAL)/run/; fi
 	cd $(MINIMAL)/run && ../venv/bin/python -m pytest -m "not engine" -p no:cacheprovider
 

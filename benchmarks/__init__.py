@@ -1,8 +1,10 @@
-"""Benchmarks and workloads: importable modules, run as ``python -m benchmarks.NAME``.
+"""The one-off measurements, run from a checkout as ``python -m benchmarks.NAME``.
 
-``harness.benchmarks.tasks`` is the 48-task workspace workload; ``harness.benchmarks.bfcl`` loads and scores
-BFCL's AST categories from the ``bfcl-eval`` package, with a scorer measured against BFCL's
-own checker (``python -m harness.benchmarks.bfcl agreement``).
+Each module measures something and writes under ``benchmarks/results/`` (soundness, crash and
+resume, the proxy, speculation, drafts, the fabric, scale, the certifier's cost, ...). They
+import the package; the package imports nothing from here (an import contract says so), and
+they are not shipped in the wheel. What ``harness run``/``harness bench`` need — jobs, the
+workload, BFCL, the bench runner, reports — is :mod:`harness.bench`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How a benchmark module runs as ``python -m harness.benchmarks.NAME``: Ctrl-C (SIGINT) ends
+"""How a benchmark module runs as ``python -m benchmarks.NAME``: Ctrl-C (SIGINT) ends
 it with exit status 130 and SIGTERM with 143, each with one line on stderr, not a traceback,
 and both unwind the run, so an embedded engine's processes are shut down rather than left
 running (what it wrote before stays written; the benchmarks that resume say so in their

@@ -1,4 +1,4 @@
-"""``python -m harness.benchmarks.batch_profile``: where a K-prompt layer's time goes, per engine setting.
+"""``python -m benchmarks.batch_profile``: where a K-prompt layer's time goes, per engine setting.
 
 The fabric's premise (CRP-SPEC-022 §2.2) is that a layer of K independent prompts submitted
 together costs about one inference. For each engine setting variant (each in its own process,
@@ -13,7 +13,7 @@ and records:
 - the tokens generated, so a ratio is not read off different output lengths.
 
 Prints a table and, with ``--json FILE``, writes every number. Run it under the engine lock:
-``flock /tmp/engine.lock python -m harness.benchmarks.batch_profile --json FILE``.
+``flock /tmp/engine.lock python -m benchmarks.batch_profile --json FILE``.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def _one(name: str, runs: int, max_tokens: int) -> dict[str, Any]:
 
 def _spawn(name: str, runs: int, max_tokens: int) -> dict[str, Any]:
     _, env = VARIANTS[name]
-    argv = [sys.executable, "-m", "harness.benchmarks.batch_profile", "--variant", name]
+    argv = [sys.executable, "-m", "benchmarks.batch_profile", "--variant", name]
     argv += ["--runs", str(runs), "--max-tokens", str(max_tokens), "--child"]
     done = subprocess.run(
         argv, env={**os.environ, **env}, capture_output=True, text=True, check=False
@@ -161,7 +161,7 @@ def report(doc: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.batch_profile", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.batch_profile", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=32)
@@ -190,6 +190,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

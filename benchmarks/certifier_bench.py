@@ -1,4 +1,4 @@
-"""``python -m harness.benchmarks.certifier_bench``: what certifying one call costs.
+"""``python -m benchmarks.certifier_bench``: what certifying one call costs.
 
 The schema-sound certifier decides, for every call the model emits in arm F, whether it
 joins the open window. This measures that decision — parse the arguments, validate them,
@@ -320,7 +320,7 @@ def report(doc: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.certifier_bench", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.certifier_bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--runs", type=int, default=7, help="repetitions (median), default 7")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
@@ -335,6 +335,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

@@ -1,6 +1,6 @@
 """Fault injection: SIGKILL seeded runs at random points, resume them, compare with a clean run.
 
-``python -m harness.benchmarks.crash_resume --runs N --json`` runs N seeded runs of write-heavy
+``python -m benchmarks.crash_resume --runs N --json`` runs N seeded runs of write-heavy
 fan-out and mixed workload tasks (the gold policy on the scripted engine; arms S, F,
 F+eager, P) over the workspace store on disk (:mod:`harness.toolsets.workspace.durable`). Each run is a forked
 process with a journal that is killed with SIGKILL at a random point — inside a window,
@@ -53,9 +53,9 @@ from typing import Any
 
 import anyio
 
-from harness.benchmarks._faults import POINTS, Faults, FaultyEngine
-from harness.benchmarks.jobs import JobSpec
-from harness.benchmarks.tasks import WorkloadTask, generate_tasks
+from benchmarks._faults import POINTS, Faults, FaultyEngine
+from harness.bench.jobs import JobSpec
+from harness.bench.workload import WorkloadTask, generate_tasks
 from harness.journal import Journal
 from harness.loop import FlattenSettings, LoopConfig, run_loop
 from harness.toolsets.workspace import WorkspaceState, load_workspace_manifest, make_toolset
@@ -452,7 +452,7 @@ def run_benchmark(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.crash_resume",
+        prog="python -m benchmarks.crash_resume",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     parser.add_argument("--runs", type=int, default=200, help="killed runs (default 200)")
@@ -485,6 +485,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

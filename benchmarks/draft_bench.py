@@ -1,4 +1,4 @@
-"""``python -m harness.benchmarks.draft_bench``: drafted decoding of tool-call windows.
+"""``python -m benchmarks.draft_bench``: drafted decoding of tool-call windows.
 
 Speculative decoding lets the engine verify a draft of the next tokens in one forward pass;
 under greedy decoding the output is the same tokens. This measures, on the real in-process
@@ -41,8 +41,8 @@ from typing import Any
 
 import anyio
 
-from harness.benchmarks.spec_bench import run_cell, survey_task
-from harness.benchmarks.tasks import WorkloadTask
+from benchmarks.spec_bench import run_cell, survey_task
+from harness.bench.workload import WorkloadTask
 from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = ("PROPOSERS", "main", "summarise")
@@ -190,7 +190,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.draft_bench", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.draft_bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--proposers", nargs="+", choices=PROPOSERS, default=["none", "window"])
     parser.add_argument("--arms", nargs="+", default=["S", "F", "P"])
@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = anyio.run(measure, args, args.out, backend="asyncio")
     report = summarise(rows)
     shown = list(sys.argv[1:] if argv is None else argv)
-    command = "python -m harness.benchmarks.draft_bench " + " ".join(shown)
+    command = "python -m benchmarks.draft_bench " + " ".join(shown)
     text = (
         f"# Drafted decoding\n\nCommand: `{command.strip()}` "
         f"({time.monotonic() - started:.0f} s)\n\n{report}\n"
@@ -219,6 +219,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

@@ -1,6 +1,6 @@
 """Engine-level figures of the in-process vLLM engine on this machine.
 
-``python -m harness.benchmarks.engine_figures [--model PATH] [--k 8] [--json]`` prints:
+``python -m benchmarks.engine_figures [--model PATH] [--k 8] [--json]`` prints:
 
 - load time (engine start, model already prepared);
 - prefill speed (a ~2k-token prompt, cold cache; engine-side prefill time);
@@ -184,7 +184,7 @@ def _print(figures: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.engine_figures",
+        prog="python -m benchmarks.engine_figures",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     parser.add_argument("--model", default=None, help="a local Hugging Face model folder")
@@ -202,6 +202,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

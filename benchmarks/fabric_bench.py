@@ -1,4 +1,4 @@
-"""``python -m harness.benchmarks.fabric_bench``: the parallel execution fabric on the real engine.
+"""``python -m benchmarks.fabric_bench``: the parallel execution fabric on the real engine.
 
 On the in-process vLLM engine (the packaged SmolLM2-135M-Instruct on CPU unless ``--model``),
 with a small generation budget (``--max-tokens``, default 32), it measures:
@@ -321,7 +321,7 @@ def report(doc: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.fabric_bench", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.fabric_bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--runs", type=int, default=3, help="runs per measurement (median)")
     parser.add_argument("--max-tokens", type=int, default=32, help="generation budget")
@@ -346,6 +346,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

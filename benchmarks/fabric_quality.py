@@ -1,8 +1,8 @@
-"""``python -m harness.benchmarks.fabric_quality``: does the fabric buy accuracy, at what cost?
+"""``python -m benchmarks.fabric_quality``: does the fabric buy accuracy, at what cost?
 
 CRP-SPEC-022 §8 asks whether a small model on the fabric (batched consensus, verification,
 gating) reaches the quality of a larger one. This benchmark measures the first half on one
-model: the same tasks (:mod:`harness.benchmarks.fabric_quality_tasks`: extraction, then
+model: the same tasks (:mod:`benchmarks.fabric_quality_tasks`: extraction, then
 arithmetic and comparison over what extraction found, every step with a gold answer) run
 by one model in these **arms**:
 
@@ -57,7 +57,7 @@ from typing import Any
 import anyio
 import structlog
 
-from harness.benchmarks.fabric_quality_tasks import (
+from benchmarks.fabric_quality_tasks import (
     QUESTIONS,
     QualityTask,
     build_graph,
@@ -462,7 +462,7 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[Engine]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.fabric_quality",
+        prog="python -m benchmarks.fabric_quality",
         description=__doc__.split("\n\n")[1].replace("\n", " "),
     )
     parser.add_argument("--tasks", type=int, default=24, help="tasks (5 steps each; default 24)")
@@ -517,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = generate_tasks(args.tasks, args.seed)
     settings = QualitySettings(args.max_tokens, args.seed, args.max_repairs, params)
 
-    command = "python -m harness.benchmarks.fabric_quality " + shlex.join(
+    command = "python -m benchmarks.fabric_quality " + shlex.join(
         sys.argv[1:] if argv is None else list(argv)
     )
     model = args.model or "SmolLM2-135M-Instruct (packaged)"

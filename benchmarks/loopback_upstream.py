@@ -23,7 +23,7 @@ the simulation uses):
 
 Run it::
 
-    python -m harness.benchmarks.loopback_upstream --port 0 --prefill-ms-per-token 0.5
+    python -m benchmarks.loopback_upstream --port 0 --prefill-ms-per-token 0.5
 
 It prints one JSON line ``{"url": "http://127.0.0.1:PORT/v1", "pid": ...}`` when it listens
 and serves until killed. It binds loopback only. Needs the ``loopback`` extra (Starlette,
@@ -212,7 +212,7 @@ def build_app(state: ReplicaState) -> Any:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.loopback_upstream",
+        prog="python -m benchmarks.loopback_upstream",
         description="A scripted OpenAI-compatible upstream on loopback with a prefix cache.",
     )
     parser.add_argument("--port", type=int, default=0, help="0 (default): any free port")
@@ -258,6 +258,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

@@ -17,8 +17,8 @@ same calls and the dividend is measured at fixed accuracy; :class:`GoldForcing`)
 reports the proxy's own overhead per request (time in the proxy minus upstream generation:
 median and p95). Run::
 
-    python -m harness.benchmarks.proxy_bench                 # real engine; writes results
-    python -m harness.benchmarks.proxy_bench --engine scripted --latency 0.05   # no model
+    python -m benchmarks.proxy_bench                 # real engine; writes results
+    python -m benchmarks.proxy_bench --engine scripted --latency 0.05   # no model
 
 Results go to ``benchmarks/results/proxy/`` (``--out``). Needs the ``serve`` extra and the
 ``openai`` SDK.
@@ -40,7 +40,7 @@ from typing import Any
 
 import anyio
 
-from harness.benchmarks.tasks import WorkloadTask, generate_tasks
+from harness.bench.workload import WorkloadTask, generate_tasks
 from harness.calls import execute_call
 from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolCall, ToolSpec
 from harness.loop import LoopConfig, run_loop
@@ -488,7 +488,7 @@ async def serve_gold(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.proxy_bench", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.proxy_bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--engine", choices=("vllm", "scripted"), default="vllm")
     parser.add_argument("--model", default=None, help="a local Hugging Face model folder")
@@ -532,6 +532,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

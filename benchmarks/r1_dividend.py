@@ -1,4 +1,4 @@
-"""``python -m harness.benchmarks.r1_dividend``: R1 as the closed form prices it, K = 1 and K = 8.
+"""``python -m benchmarks.r1_dividend``: R1 as the closed form prices it, K = 1 and K = 8.
 
 The closed form prices F's wall-time dividend for *one loop alone* on the engine; the full
 protocol measures it with K = 8 loops sharing the engine, where every turn also queues behind
@@ -12,7 +12,7 @@ machine's load hits both):
   the cache emptied before the pass.
 
 Per repetition and K it prices the closed form at the regime that repetition measured
-(:func:`~harness.benchmarks.analysis.estimate_regime` over its own S jobs) and compares the
+(:func:`~harness.bench.analysis.estimate_regime` over its own S jobs) and compares the
 measured F dividend (S − F over the window span) with it. Where the measured dividend falls
 short, the residual is decomposed term by term from the ledger, per window:
 
@@ -43,9 +43,9 @@ from typing import Any
 import anyio
 
 from harness import costmodel
-from harness.benchmarks.analysis import estimate_regime, measure_windows
-from harness.benchmarks.jobs import JobSpec, run_job
-from harness.benchmarks.tasks import WorkloadTask, generate_tasks
+from harness.bench.analysis import estimate_regime, measure_windows
+from harness.bench.jobs import JobSpec, run_job
+from harness.bench.workload import WorkloadTask, generate_tasks
 from harness.engines.base import Engine
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -219,7 +219,7 @@ def _markdown(result: Mapping[str, Any], header: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.r1_dividend",
+        prog="python -m benchmarks.r1_dividend",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     parser.add_argument("--reps", type=int, default=3, help="repetitions (default 3)")
@@ -263,6 +263,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

@@ -18,7 +18,7 @@ turns over the mean) and the closed-form bound. Same arguments and seed, same ta
 
 Regenerate the committed table (``benchmarks/results/scale/``)::
 
-    python -m harness.benchmarks.scale_sim --out benchmarks/results/scale
+    python -m benchmarks.scale_sim --out benchmarks/results/scale
 
 (1 → 64 replicas with 1,563 loops per replica, i.e. 1,563 → 100,032 loops; a few minutes).
 """
@@ -348,7 +348,7 @@ def _ints(text: str) -> list[int]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.scale_sim",
+        prog="python -m benchmarks.scale_sim",
         description="Simulate many agent loops over many engine replicas (seeded).",
     )
     parser.add_argument("--replicas", type=_ints, default=[1, 2, 4, 8, 16, 32, 64])
@@ -395,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     payload = {
-        "command": "python -m harness.benchmarks.scale_sim " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m benchmarks.scale_sim " + " ".join(argv or sys.argv[1:]),
         "profile": profile.to_json(),
         "shape": LoopShape().to_json(),
         "results": [r.to_json() for r in results],
@@ -410,6 +410,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

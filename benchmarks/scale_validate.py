@@ -1,7 +1,7 @@
 """Check the scale simulation against what this machine can run: loops through the real router
 and HTTP engine to loopback upstreams, measured, next to the simulation's prediction.
 
-It starts ``--upstreams`` scripted upstreams (:mod:`harness.benchmarks.loopback_upstream`, each its own
+It starts ``--upstreams`` scripted upstreams (:mod:`benchmarks.loopback_upstream`, each its own
 process on 127.0.0.1), calibrates the HTTP round trip the simulation does not model (the
 median excess of idle requests over the upstream's own modelled time, added to the profile's
 overhead), then for each policy and arm runs ``--loops`` concurrent loops: each realises the
@@ -13,7 +13,7 @@ turn latency are measured over the same 10–90 % window the simulation uses, an
 configuration is simulated. Upstreams are restarted (cold caches) for every run and stopped at
 the end.
 
-    python -m harness.benchmarks.scale_validate --out benchmarks/results/scale
+    python -m benchmarks.scale_validate --out benchmarks/results/scale
 
 Needs the ``loopback`` extra (Starlette, uvicorn). Takes a few minutes.
 """
@@ -38,7 +38,7 @@ from typing import Any
 import anyio
 import httpx
 
-from harness.benchmarks.scale_sim import SimConfig, SimResult, simulate
+from benchmarks.scale_sim import SimConfig, SimResult, simulate
 from harness.costmodel_routing import Arm, LoopShape, ReplicaProfile, Segment, task_turns
 from harness.engines.base import GenerationSettings, Message
 from harness.engines.openai_http import OpenAIHTTPEngine
@@ -62,7 +62,7 @@ VALIDATION_PROFILE = ReplicaProfile(
 
 @dataclass(frozen=True)
 class Measured:
-    """One loopback run, measured like :class:`~harness.benchmarks.scale_sim.SimResult`."""
+    """One loopback run, measured like :class:`~benchmarks.scale_sim.SimResult`."""
 
     policy: str
     arm: str
@@ -117,7 +117,7 @@ def start_upstreams(count: int, profile: ReplicaProfile) -> Iterator[Upstreams]:
                 [
                     sys.executable,
                     "-m",
-                    "harness.benchmarks.loopback_upstream",
+                    "benchmarks.loopback_upstream",
                     "--port",
                     "0",
                     *flags,
@@ -257,7 +257,7 @@ def _markdown(rows: Sequence[dict[str, Any]], upstreams: int, loops: int) -> str
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.scale_validate",
+        prog="python -m benchmarks.scale_validate",
         description="Measure routed loops on loopback upstreams next to the simulation.",
     )
     parser.add_argument("--upstreams", type=int, default=2)
@@ -318,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
     payload = {
-        "command": "python -m harness.benchmarks.scale_validate " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m benchmarks.scale_validate " + " ".join(argv or sys.argv[1:]),
         "upstreams": args.upstreams,
         "loops": args.loops,
         "tasks": args.tasks,
@@ -337,6 +337,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

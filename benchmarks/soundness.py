@@ -1,4 +1,4 @@
-"""``python -m harness.benchmarks.soundness --cases 10000``: no false fill under true declarations.
+"""``python -m benchmarks.soundness --cases 10000``: no false fill under true declarations.
 
 The schema-sound detector promises that every window it certifies gives the serial arm's
 results and final state, as long as the effects and the manifest are true. This command
@@ -33,7 +33,7 @@ it writes), ``exact_targets`` (no hierarchy: targets compared as exact strings),
 the count of false fills is what it should be: 0 without a control, more than 0 with one.
 
 ``--family identity`` runs the generators of issue 25 instead
-(:mod:`harness.benchmarks.soundness_identity`): spellings of one record by type (instants in
+(:mod:`benchmarks.soundness_identity`): spellings of one record by type (instants in
 other offsets, paths), closed folds, composite and literal templates, nested models, the
 store's own identity, globs, minted-id collections, deep and long arguments; its controls are
 ``no_type_identity``, ``open_folds``, ``no_store_identity``, ``literal_globs`` and
@@ -57,7 +57,7 @@ from unittest import mock
 
 import anyio
 
-from harness.benchmarks.soundness_identity import IDENTITY_CONTROLS
+from benchmarks.soundness_identity import IDENTITY_CONTROLS
 from harness.engines.base import Message, ToolSpec
 from harness.loop import Arm
 from harness.manifest import Manifest, Skill
@@ -661,8 +661,8 @@ def _describe(world: World, outcome: CaseOutcome) -> str:
 
 
 def _identity_main(args: argparse.Namespace) -> int:
+    from benchmarks.soundness_identity import run_identity_property
     from harness._progress import Progress
-    from harness.benchmarks.soundness_identity import run_identity_property
 
     _quiet()
     started = time.monotonic()
@@ -691,7 +691,7 @@ def _identity_main(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.soundness", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.soundness", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--cases", type=int, default=10_000, help="cases to run (default 10000)")
     parser.add_argument(
@@ -741,6 +741,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

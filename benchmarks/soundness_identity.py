@@ -1,6 +1,6 @@
 """The identity family of the soundness property (issue 25): spellings of one record.
 
-``python -m harness.benchmarks.soundness --family identity --cases 10000`` generates cases
+``python -m benchmarks.soundness --family identity --cases 10000`` generates cases
 of every class of issue 25, each an **honest** toolset (its effects are true of its store)
 and a sequence of 2-4 calls that touch 1-3 records of the store under *different spellings*
 of the same value, so most cases hold calls that must not certify together:

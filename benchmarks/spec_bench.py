@@ -1,4 +1,4 @@
-"""``python -m harness.benchmarks.spec_bench``: certified speculation (F+spec) against F+eager
+"""``python -m benchmarks.spec_bench``: certified speculation (F+spec) against F+eager
 and P on fan-out windows, on the real engine.
 
 Each *cell* is a loop count K, a tool latency L, a window size n and a repetition: K survey
@@ -7,7 +7,7 @@ can predict every call) run concurrently on one shared engine under each arm, go
 (the engine is constrained to the gold calls: every arm emits the same calls). The arms of a
 cell run one after the other, in an order rotated per repetition, so they meet the same load.
 Per job it records the run's wall time, the window span (first window turn to the end of its
-absorb turn, :func:`~harness.benchmarks.analysis.span`) and, for F+spec, what speculation did
+absorb turn, :func:`~harness.bench.analysis.span`) and, for F+spec, what speculation did
 (predicted, hits, misses, cancelled, wasted tool seconds). ``--mixed`` adds the workload's
 mixed tasks (phases whose arguments come from earlier results) under the same arms.
 
@@ -18,7 +18,7 @@ arm, F+spec / P and F+eager / P, the hit rate and the wasted tool seconds, and f
 tasks how often prediction was possible.
 
 The full grid (n = 2..10, L = 0.1, 0.5, 2 s, K = 1 and 8, three repetitions, three arms) is
-``python -m harness.benchmarks.spec_bench --n 2 3 4 5 6 7 8 9 10 --latency 0.1 0.5 2
+``python -m benchmarks.spec_bench --n 2 3 4 5 6 7 8 9 10 --latency 0.1 0.5 2
 --concurrency 1 8 --reps 3 --mixed``; run it alone on a quiet machine (walls are
 meaningless beside other work).
 """
@@ -40,10 +40,10 @@ import anyio
 
 from harness._jsonl import open_append, read_jsonl
 from harness.arm_label import ARM_LABEL_NAMES
-from harness.benchmarks.analysis import span
-from harness.benchmarks.jobs import JobSpec, run_job
-from harness.benchmarks.report_facts import format_cell
-from harness.benchmarks.tasks import WorkloadTask, build_task, generate_tasks
+from harness.bench.analysis import span
+from harness.bench.jobs import JobSpec, run_job
+from harness.bench.report_facts import format_cell
+from harness.bench.workload import WorkloadTask, build_task, generate_tasks
 from harness.engines.base import Engine
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -274,7 +274,7 @@ def _load() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.spec_bench", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.spec_bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--n", type=int, nargs="+", default=[2, 4, 6, 8, 10], help="window sizes")
     parser.add_argument(
@@ -344,6 +344,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.benchmarks._entry import run_main
+    from benchmarks._entry import run_main
 
     run_main(main)

@@ -281,7 +281,7 @@ def soundness_worlds(draw: st.DrawFn, focus: tuple[str, ...] | None = None) -> A
     store, task inputs, and a context-bound agent's steps (see ``benchmarks/soundness.py``
     for what each class of case means). ``World.classes`` names the classes a case holds.
     ``focus``: every phase uses exactly these tools (mostly fan-out), to aim at one class."""
-    from harness.benchmarks.soundness import PhasePlan, Step, World
+    from benchmarks.soundness import PhasePlan, Step, World
 
     classes: set[str] = set()
     fold = draw(st.booleans(), label="fold")
@@ -378,7 +378,7 @@ def _draw_recipe(
 ) -> tuple[Any, str]:
     """A recipe for one argument and the source an honest manifest declares for it (a
     deviation: the recipe reads a result while the declared source says otherwise)."""
-    from harness.benchmarks.soundness import ArgRecipe
+    from benchmarks.soundness import ArgRecipe
 
     producers = _producers(steps, role)
     options = (
@@ -437,7 +437,7 @@ def _honest_variant(
     draw: st.DrawFn, role: str, source: str, steps: list[Any], inputs: dict[str, Any]
 ) -> tuple[Any, str]:
     """A recipe that fits a source already declared for this tool argument in this phase."""
-    from harness.benchmarks.soundness import ArgRecipe
+    from benchmarks.soundness import ArgRecipe
 
     kind, _, ref = source.partition(":")
     if kind == "result":

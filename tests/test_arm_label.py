@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from harness.arm_label import ARM_LABEL_NAMES, ARM_LABELS, ArmLabel
-from harness.benchmarks.analysis import arm_key, job_label
-from harness.benchmarks.jobs import JobSpec
-from harness.benchmarks.report_facts import facts
+from harness.bench.analysis import arm_key, job_label
+from harness.bench.jobs import JobSpec
+from harness.bench.report_facts import facts
 from harness.costmodel import Regime
 from harness.errors import ConfigError
 from harness.ledger import RunRecord
@@ -141,8 +141,8 @@ def test_every_committed_result_has_a_label_that_round_trips() -> None:
 
 
 def test_a_bench_plan_and_a_batch_of_your_tasks_refuse_an_unknown_label(tmp_path: Path) -> None:
-    from harness.benchmarks.bench import BenchPlan
-    from harness.benchmarks.user_batch import UserBatchPlan
+    from harness.bench.runner import BenchPlan
+    from harness.bench.user_batch import UserBatchPlan
 
     with pytest.raises(ConfigError, match=r"'F\+speculate'.*F\+spec, P, P\+V"):
         BenchPlan(out=tmp_path, arms=("S", "F+speculate"))

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from harness import costmodel
-from harness.benchmarks.analysis import (
+from harness.bench.analysis import (
     WindowMeasure,
     estimate_regime,
     measure_windows,
@@ -21,7 +21,7 @@ from harness.benchmarks.analysis import (
     verdict_r3,
     verdict_r4,
 )
-from harness.benchmarks.bench import BenchPlan, load_results, plan_jobs, run_bench
+from harness.bench.runner import BenchPlan, load_results, plan_jobs, run_bench
 from harness.costmodel import Regime
 from harness.testing import ScriptedEngine
 
@@ -192,8 +192,8 @@ def test_the_regime_estimate_keeps_nominal_values_it_cannot_measure() -> None:
 
 def test_a_bfcl_run_scores_distinct_calls_even_when_the_model_repeats_itself() -> None:
     pytest.importorskip("bfcl_eval", reason="the BFCL data: pip install --no-deps bfcl-eval")
-    from harness.benchmarks.bench import _spec, run_bfcl_job
-    from harness.benchmarks.bfcl import load_entries
+    from harness.bench.bfcl import load_entries
+    from harness.bench.runner import _spec, run_bfcl_job
 
     entry = load_entries("simple")[0]
     gold = entry.gold_calls()[0]

@@ -9,7 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.benchmarks.bench import (
+from harness.bench.outcomes import outcome, outcome_counts, outcome_line
+from harness.bench.runner import (
     QUICK_ARMS,
     QUICK_GOLD_TASKS,
     QUICK_MODEL_TASKS,
@@ -18,8 +19,7 @@ from harness.benchmarks.bench import (
     quick_description,
     run_bench,
 )
-from harness.benchmarks.outcomes import outcome, outcome_counts, outcome_line
-from harness.benchmarks.segments import load_segments
+from harness.bench.segments import load_segments
 from harness.cli import main
 from harness.testing import ScriptedEngine
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.benchmarks._entry import run_main
+from benchmarks._entry import run_main
 
 
 def _interrupted() -> int:

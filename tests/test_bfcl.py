@@ -1,7 +1,7 @@
 """BFCL: every AST category by BFCL's own name, a scorer that agrees with BFCL's own checker,
 data quirks set aside, seeded per-category selection, and g per category pair.
 
-The full agreement sweep over every entry is a command (``python -m harness.benchmarks.bfcl
+The full agreement sweep over every entry is a command (``python -m harness.bench.bfcl
 agreement``); these tests run it on a seeded sample of each category."""
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ import pytest
 
 pytest.importorskip("bfcl_eval", reason="the BFCL data: pip install --no-deps bfcl-eval")
 
-import harness.benchmarks.bfcl.checker as checker_module
-from harness.benchmarks.analysis import bfcl_gaps, gap_pp, verdict_r4
-from harness.benchmarks.bench import BenchPlan, plan_jobs
-from harness.benchmarks.bfcl import (
+import harness.bench.bfcl.checker as checker_module
+from harness.bench.analysis import bfcl_gaps, gap_pp, verdict_r4
+from harness.bench.bfcl import (
     CATEGORIES,
     INSTALL_HINT,
     PAIRS,
@@ -42,10 +41,11 @@ from harness.benchmarks.bfcl import (
     standardize_string,
     to_json_schema,
 )
-from harness.benchmarks.bfcl.__main__ import main
-from harness.benchmarks.bfcl.agreement import KINDS, cases, measure_agreement
-from harness.benchmarks.bfcl.categories import bfcl_name, checker_kind
-from harness.benchmarks.report import write_report
+from harness.bench.bfcl.__main__ import main
+from harness.bench.bfcl.agreement import KINDS, cases, measure_agreement
+from harness.bench.bfcl.categories import bfcl_name, checker_kind
+from harness.bench.report import write_report
+from harness.bench.runner import BenchPlan, plan_jobs
 from harness.calls import execute_call
 from harness.engines.base import ToolCall
 from harness.errors import ConfigError
@@ -509,7 +509,7 @@ def test_the_bench_runs_single_call_categories_under_s_and_parallel_ones_under_p
 async def test_identical_calls_in_one_parallel_message_all_count_but_a_repeat_turn_does_not() -> (
     None
 ):
-    from harness.benchmarks.bench import _spec, run_bfcl_job
+    from harness.bench.runner import _spec, run_bfcl_job
 
     entry = next(e for e in ENTRIES["parallel"] if e.id == "parallel_158")
     gold = entry.gold_calls()

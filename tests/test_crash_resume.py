@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.benchmarks.crash_resume import run_benchmark
+from benchmarks.crash_resume import run_benchmark
 
 
 def test_killed_runs_resume_to_the_clean_store_with_no_repeated_or_lost_write(tmp_path: Path):

@@ -1,5 +1,5 @@
 """Drafted decoding on the real engine: the same tokens with and without the window proposer
-(marked ``engine``; the full comparison is ``python -m harness.benchmarks.draft_bench``)."""
+(marked ``engine``; the full comparison is ``python -m benchmarks.draft_bench``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from harness.benchmarks.draft_bench import _signature
-from harness.benchmarks.jobs import JobSpec, run_job
-from harness.benchmarks.spec_bench import survey_task
+from benchmarks.draft_bench import _signature
+from benchmarks.spec_bench import survey_task
+from harness.bench.jobs import JobSpec, run_job
 from harness.engines.vllm import VLLMEngine
 from harness.toolsets.workspace import load_workspace_manifest
 

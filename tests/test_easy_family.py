@@ -10,10 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.benchmarks.bench import BenchPlan, check_plan, plan_jobs, select_tasks
-from harness.benchmarks.jobs import JobSpec, run_job
-from harness.benchmarks.report_family import family_accuracy, validator_by_family
-from harness.benchmarks.tasks import (
+from harness.bench.jobs import JobSpec, run_job
+from harness.bench.report_family import family_accuracy, validator_by_family
+from harness.bench.runner import BenchPlan, check_plan, plan_jobs, select_tasks
+from harness.bench.workload import (
     FAMILIES,
     generate_family,
     generate_tasks,
@@ -81,7 +81,7 @@ def test_the_lookup_family_asks_for_one_of_n_different_owners_at_every_position(
     assert {n - 1 for p, n in positions} & {p for p, n in positions}  # the last, sometimes
     assert {p for p, n in positions if p < n - 1}  # ... and not always the last
     # the worked example's owners are not the workspace's: copying it is never right
-    from harness.benchmarks.tasks import SYSTEM_PROMPT
+    from harness.bench.workload import SYSTEM_PROMPT
     from harness.toolsets.workspace import OWNERS
 
     system = LOOKUP[0].task.system
@@ -134,7 +134,7 @@ def test_a_family_answer_that_names_another_owner_fails_its_label(template: str)
 
 
 def test_the_lookup_baselines_count_what_no_model_would_solve() -> None:
-    from harness.benchmarks.report_family import answer_baselines
+    from harness.bench.report_family import answer_baselines
 
     jobs = [{"task_id": t.id, "kind": "easy_lookup", "policy": "model"} for t in LOOKUP]
     base = answer_baselines(jobs)
@@ -338,7 +338,7 @@ def test_validator_accounting_compares_p_v_with_p_on_the_same_tasks() -> None:
 
 
 def test_the_reports_validator_rate_is_per_reviewed_message_so_one_call_messages_count() -> None:
-    from harness.benchmarks.report_facts import _validator
+    from harness.bench.report_facts import _validator
 
     def job(n_calls: int, resamples: int, ok: bool) -> dict[str, Any]:
         turns = [{"n_calls": n_calls, "purpose": "call"}, {"n_calls": 0, "purpose": "call"}]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.benchmarks.fabric_bench import GRAPH_VARIANTS, PLAN_VARIANTS, measure, report
+from benchmarks.fabric_bench import GRAPH_VARIANTS, PLAN_VARIANTS, measure, report
 from harness.testing import fabric_demo_engine as demo_engine
 
 

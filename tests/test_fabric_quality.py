@@ -1,4 +1,4 @@
-"""The fabric quality experiment (harness.benchmarks.fabric_quality): its task set, scoring,
+"""The fabric quality experiment (benchmarks.fabric_quality): its task set, scoring,
 statistics and arms, on scripted engines."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.benchmarks.fabric_quality import (
+from benchmarks.fabric_quality import (
     ARMS,
     main,
     mcnemar_p,
@@ -18,7 +18,7 @@ from harness.benchmarks.fabric_quality import (
     summarise,
     wilson,
 )
-from harness.benchmarks.fabric_quality_tasks import (
+from benchmarks.fabric_quality_tasks import (
     QUESTIONS,
     build_graph,
     correct,

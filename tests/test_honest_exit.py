@@ -16,7 +16,7 @@ import pytest
 
 from harness._commands._exit import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_TERMINATED
 from harness._lockfile import lock_directory
-from harness.benchmarks.bench import BenchPlan, load_results, plan_jobs, run_bench
+from harness.bench.runner import BenchPlan, load_results, plan_jobs, run_bench
 from harness.cli import main
 from harness.errors import ConfigError, EngineRequestError, UsageLimitExceeded
 from harness.testing import ScriptedEngine
@@ -48,7 +48,7 @@ def _plan(tmp_path: Path, **kw: Any) -> BenchPlan:
 
 
 def _prompt_of(task_id: str) -> str:
-    from harness.benchmarks.tasks import generate_tasks, task_by_id
+    from harness.bench.workload import generate_tasks, task_by_id
 
     return task_by_id(generate_tasks(0), task_id).task.prompt[:40]
 
@@ -84,9 +84,9 @@ def test_harness_run_exits_1_and_names_the_error_kinds_when_an_arm_errored(
 def test_harness_run_writes_each_arm_to_the_trace_as_it_finishes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import harness.benchmarks.jobs
+    import harness.bench.jobs
 
-    real = harness.benchmarks.jobs.run_job
+    real = harness.bench.jobs.run_job
     calls = 0
 
     async def interrupted_second_arm(*args: Any, **kwargs: Any) -> Any:
@@ -96,7 +96,7 @@ def test_harness_run_writes_each_arm_to_the_trace_as_it_finishes(
             raise KeyboardInterrupt
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(harness.benchmarks.jobs, "run_job", interrupted_second_arm)
+    monkeypatch.setattr(harness.bench.jobs, "run_job", interrupted_second_arm)
     trace = tmp_path / "trace.jsonl"
     argv = ["run", "--task", "fan_out-02", "--engine", "scripted", "--latency", "0",
             "--arm", "S", "F", "--trace", str(trace)]  # fmt: skip

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.benchmarks.soundness_identity import CLASSES, differences, run_arms
+from benchmarks.soundness_identity import CLASSES, differences, run_arms
 from harness.effects import Effect
 from harness.errors import ToolsetError
 from harness.identity import FOLD_STEPS, Fold, identity_text
@@ -303,7 +303,7 @@ def test_distinct_records_still_certify_together() -> None:
 
 
 def test_a_32000_character_key_is_bounded_in_targets_and_memory() -> None:
-    # Time is measured by `python -m harness.benchmarks.certifier_bench` (section 4), not here.
+    # Time is measured by `python -m benchmarks.certifier_bench` (section 4), not here.
     from harness.conflicts import ConflictIndex
 
     effect = Effect.declare(write_targets="doc:{key}", read_targets="doc:{key}", canonical="case")

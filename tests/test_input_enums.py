@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.benchmarks.tasks import generate_tasks, task_by_id
+from harness.bench.workload import generate_tasks, task_by_id
 from harness.loop import ARMS, LoopConfig, run_loop
 from harness.loop.levers import input_enum_specs
 from harness.testing import ScriptedEngine

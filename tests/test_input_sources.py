@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.benchmarks.tasks import generate_tasks
+from harness.bench.workload import generate_tasks
 from harness.errors import ManifestError
 from harness.manifest import Manifest
 from harness.proxy import ProxyConfig, build_app, in_process_client

@@ -12,8 +12,8 @@ import anyio
 import httpx
 import pytest
 
-from harness.benchmarks.loopback_upstream import PrefixCache, prompt_tokens
-from harness.benchmarks.scale_validate import measure, segment_message, start_upstreams
+from benchmarks.loopback_upstream import PrefixCache, prompt_tokens
+from benchmarks.scale_validate import measure, segment_message, start_upstreams
 from harness.costmodel_routing import LoopShape, ReplicaProfile, task_turns
 from harness.engines.base import GenerationSettings
 from harness.engines.openai_http import OpenAIHTTPEngine

@@ -9,9 +9,9 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.benchmarks.analysis import verdict_r3
-from harness.benchmarks.jobs import JobSpec, run_job
-from harness.benchmarks.tasks import WorkloadTask, generate_tasks, task_by_id
+from harness.bench.analysis import verdict_r3
+from harness.bench.jobs import JobSpec, run_job
+from harness.bench.workload import WorkloadTask, generate_tasks, task_by_id
 from harness.calls import execute_call
 from harness.certify import DEFAULT_MARKER
 from harness.cli import main

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from harness.benchmarks.jobs import JobSpec, run_job
-from harness.benchmarks.tasks import generate_tasks, task_by_id
+from harness.bench.jobs import JobSpec, run_job
+from harness.bench.workload import generate_tasks, task_by_id
 from harness.toolsets.workspace import load_workspace_manifest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.timeout(600)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -25,7 +26,7 @@ HEAVY = (
     "harness.fabric",
     "harness.certkit",
     "harness.testing",
-    "harness.benchmarks",
+    "harness.bench",
     "harness.toolsets",
     "harness.loop",
     "httpx",
@@ -232,6 +233,21 @@ def test_the_whole_parser_builds_every_command_for_references() -> None:
     assert (args.task, args.verbose) == ("fan_out-06", True)
 
 
+def test_python_m_harness_is_the_harness_command(tmp_path: Path) -> None:
+    here = str(Path(harness.__file__ or "").parents[1])  # this process's package, not another
+    result = subprocess.run(
+        [sys.executable, "-m", "harness", "--version"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": here},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"harness {harness.__version__}"
+
+
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--version"])
@@ -289,7 +305,9 @@ def test_the_distribution_installs_one_import_package() -> None:
     assert tops == {"harness", f"agent_harness-{harness.__version__}.dist-info"}
     names = {str(f) for f in dist.files or ()}
     assert "harness/toolsets/workspace/workspace.toml" in names
-    assert not [n for n in names if n.startswith("harness/benchmarks/results")]
+    assert "harness/bench/runner.py" in names  # what `harness bench` runs
+    assert "harness/bench/jobs.py" in names  # what `harness run` runs
+    assert not [n for n in names if n.startswith("harness/benchmarks") or "/results/" in n]
 
 
 def test_no_help_example_is_two_lines_joined_by_a_lost_backslash() -> None:

@@ -17,8 +17,8 @@ from typing import Any
 import openai
 import pytest
 
-from harness.benchmarks.proxy_bench import GoldForcing, sdk_loop, workspace_effects
-from harness.benchmarks.tasks import generate_tasks
+from benchmarks.proxy_bench import GoldForcing, sdk_loop, workspace_effects
+from harness.bench.workload import generate_tasks
 from harness.engines.base import Completion, Message
 from harness.ledger import CallRecord, Ledger, RunRecord, TurnRecord, WindowRecord
 from harness.loop import LoopConfig, run_loop

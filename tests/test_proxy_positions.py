@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.benchmarks.proxy_bench import GoldForcing, run_calls, workspace_effects
-from harness.benchmarks.tasks import WorkloadTask, generate_tasks
+from benchmarks.proxy_bench import GoldForcing, run_calls, workspace_effects
+from harness.bench.workload import WorkloadTask, generate_tasks
 from harness.engines.base import Message, ToolCall
 from harness.loop.state import DEFAULT_LOOP_SYSTEM
 from harness.proxy import ProxyConfig, build_app, in_process_client

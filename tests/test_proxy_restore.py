@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from harness.benchmarks.proxy_bench import GoldForcing, run_calls, workspace_effects
-from harness.benchmarks.tasks import WorkloadTask, generate_tasks
+from benchmarks.proxy_bench import GoldForcing, run_calls, workspace_effects
+from harness.bench.workload import WorkloadTask, generate_tasks
 from harness.engines.base import Message, ToolCall
 from harness.ledger import Ledger
 from harness.loop.state import DEFAULT_LOOP_SYSTEM

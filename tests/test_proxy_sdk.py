@@ -17,14 +17,14 @@ import anyio
 import openai
 import pytest
 
-from harness.benchmarks.proxy_bench import (
+from benchmarks.proxy_bench import (
     GoldForcing,
     crowd,
     fan_out_tasks,
     sdk_loop,
     workspace_effects,
 )
-from harness.benchmarks.tasks import generate_tasks
+from harness.bench.workload import generate_tasks
 from harness.proxy import ProxyConfig, build_app, in_process_client
 from harness.testing import ScriptedEngine
 from harness.toolsets.workspace import load_workspace_manifest
@@ -100,7 +100,7 @@ async def test_on_the_embedded_engine_an_sdk_loop_through_a_served_proxy_matches
     command = [
         sys.executable,
         "-m",
-        "harness.benchmarks.proxy_bench",
+        "benchmarks.proxy_bench",
         "--serve",
         "--sizes",
         "2",
@@ -157,7 +157,7 @@ def _seen(requests: list[Any]) -> list[list[tuple[Any, ...]]]:
 
 
 async def test_every_upstream_generation_sees_what_arm_f_of_the_loop_shows_it() -> None:
-    from harness.benchmarks.proxy_bench import loop_run
+    from benchmarks.proxy_bench import loop_run
 
     tasks = [t for t in generate_tasks() if t.kind == "mixed"]
     manifest = load_workspace_manifest()

@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from harness.benchmarks.r1_dividend import ARMS, main, run_r1, summarise
+from benchmarks.r1_dividend import ARMS, main, run_r1, summarise
 from harness.testing import ScriptedEngine
 
 

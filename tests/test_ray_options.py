@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.benchmarks.ray_pool import job_directory, require_ray
+from harness.bench.ray_pool import job_directory, require_ray
 from harness.cli import main
 from harness.errors import ConfigError
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.benchmarks.scale_sim import SimConfig, main, simulate
+from benchmarks.scale_sim import SimConfig, main, simulate
 from harness.costmodel_routing import (
     LoopShape,
     ReplicaProfile,

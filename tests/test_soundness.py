@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.benchmarks.soundness import CONTROLS, run_property
-from harness.benchmarks.soundness_identity import CLASSES, run_identity_property
+from benchmarks.soundness import CONTROLS, run_property
+from benchmarks.soundness_identity import CLASSES, run_identity_property
 
 
 @pytest.mark.timeout(900)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.spec_bench import measure, report, summarise, survey_task
 from harness._jsonl import read_jsonl
-from harness.benchmarks.spec_bench import measure, report, summarise, survey_task
 from harness.testing import ScriptedEngine
 
 pytestmark = pytest.mark.anyio

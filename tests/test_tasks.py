@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.benchmarks.tasks import (
+from harness.bench.workload import (
     KINDS,
     TaskFileError,
     WorkloadTask,

@@ -189,7 +189,7 @@ async def test_an_unmodified_sdk_loop_through_the_proxy_over_vllm_serve_matches_
     the same final store, and the server never shown a message with more than one call."""
     import openai
 
-    from harness.benchmarks.proxy_bench import (
+    from benchmarks.proxy_bench import (
         GoldForcing,
         fan_out_tasks,
         sdk_loop,

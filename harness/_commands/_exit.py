@@ -5,9 +5,9 @@
        measurement, not an error)
   1    a job errored (an engine failure, a budget, a divergence) or the command failed on
        something other than its input; the error kinds are printed with their counts
-       (:func:`harness.benchmarks.jobs.errored_summary`). ``harness bench`` exits 1 only for
+       (:func:`harness.bench.jobs.errored_summary`). ``harness bench`` exits 1 only for
        harness failures: a model-policy job that ran out of a budget is the model's result
-       (:mod:`harness.benchmarks.outcomes`)
+       (:mod:`harness.bench.outcomes`)
   2    usage: a bad option, file or directory (``ConfigError``); nothing or little ran
 130    interrupted by SIGINT (Ctrl-C); 143 by SIGTERM — what finished is on disk
 =====  =================================================================================

@@ -171,9 +171,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.benchmarks.bench import ARM_LABELS, BenchPlan, load_results, run_bench, versions
-    from harness.benchmarks.bfcl import CATEGORIES
-    from harness.benchmarks.report import write_report
+    from harness.bench.bfcl import CATEGORIES
+    from harness.bench.report import write_report
+    from harness.bench.runner import ARM_LABELS, BenchPlan, load_results, run_bench, versions
 
     if args.report_only is not None:
         path = args.report_only / "results.jsonl"
@@ -205,13 +205,13 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
 
     if plan.quick and not plan.task_ids:  # said before the engine's minute of start-up
-        from harness.benchmarks.bench import quick_description
+        from harness.bench.runner import quick_description
 
         print(quick_description(plan, distributed=args.ray is not None), flush=True)
 
     async def go() -> dict[str, Any]:
         if args.ray is not None:
-            from harness.benchmarks.bench import BenchJobRunner
+            from harness.bench.runner import BenchJobRunner
 
             runner = BenchJobRunner(plan)
             async with open_ray_pool(args, runner, out, plan.concurrency) as pool:
@@ -263,8 +263,8 @@ def _command_line() -> str:
 def _exit_status(jobs: Sequence[Mapping[str, Any]], out: Path) -> int:
     """0 when no job is a harness failure (a model that could not solve its task is a
     result); else 1, after saying which kinds of error and how many."""
-    from harness.benchmarks.jobs import errored_summary
-    from harness.benchmarks.outcomes import error_kind, outcome, outcome_line
+    from harness.bench.jobs import errored_summary
+    from harness.bench.outcomes import error_kind, outcome, outcome_line
 
     print(outcome_line(jobs))
     failed = [j for j in jobs if outcome(j) == "harness_failed"]

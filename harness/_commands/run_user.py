@@ -200,7 +200,7 @@ def _check_inputs(manifest: Manifest | None, tasks: Sequence[Task]) -> None:
 def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> int:
     """``harness run`` with your own task or tasks (module docstring). ``resume``: the
     directory of a journaled run whose options were restored on ``args``."""
-    from harness.benchmarks.user_batch import UserBatchPlan, check_gold_policy, run_user_job
+    from harness.bench.user_batch import UserBatchPlan, check_gold_policy, run_user_job
     from harness.task_file import load_task_file, parse_inputs
     from harness.toolset_ref import load_toolset
 
@@ -315,7 +315,7 @@ def _run_batch(
     journals: Path | None,
     damaged: Any,
 ) -> int:
-    from harness.benchmarks.user_batch import UserJobRunner, run_user_batch
+    from harness.bench.user_batch import UserJobRunner, run_user_batch
 
     async def go() -> dict[str, Any]:
         if getattr(args, "ray", None) is not None:

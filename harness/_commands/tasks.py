@@ -1,5 +1,5 @@
 """``harness tasks``: list and show the 48 seeded workload tasks and the task families
-(:mod:`harness.benchmarks.tasks`)."""
+(:mod:`harness.bench.workload`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from harness.benchmarks.tasks import (
+from harness.bench.workload import (
     ALL_KINDS,
     WorkloadTask,
     generate_tasks,

@@ -18,7 +18,7 @@ a loaded machine including the time other processes hold the CPU) and its *CPU* 
 (the CPU time the proxy's own work took, this thread, less the CPU spent while awaiting the
 upstream: what the proxy costs whatever the load; with the scripted engine in process its
 CPU is the upstream's). At most ``keep`` figures per kind are kept (the newest), so a long-running server does not
-grow; ``python -m harness.benchmarks.proxy_bench`` prints :meth:`Overheads.summary`.
+grow; ``python -m benchmarks.proxy_bench`` prints :meth:`Overheads.summary`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The workspace: a typed read/write document store, its tools and its skill manifest.
 
-The workload (``benchmarks/tasks.py``), the certification kit and the CLI use this contract::
+The workload (``harness/bench/workload.py``), the certification kit and the CLI use this contract::
 
     from harness.toolsets.workspace import new_state, make_toolset, fingerprint
 

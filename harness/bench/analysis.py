@@ -29,7 +29,7 @@ from typing import Any
 
 from harness import costmodel
 from harness.arm_label import ArmLabel
-from harness.benchmarks.bfcl.categories import PAIRS
+from harness.bench.bfcl.categories import PAIRS
 from harness.costmodel import Regime
 
 __all__ = (
@@ -279,7 +279,7 @@ def verdict_r1(
     The closed form prices one loop alone on the engine. With ``loops`` > 1 sharing it, a
     loop's saved seconds go to the other loops (throughput), not to its own wall, so the ratio
     is reported but not judged (``held`` is ``None``); ``python -m
-    harness.benchmarks.r1_dividend`` measures it at one loop."""
+    benchmarks.r1_dividend`` measures it at one loop."""
     pairs = [
         (w, w.wall["S"] - w.wall["F"])
         for w in windows
@@ -301,7 +301,7 @@ def verdict_r1(
         held = None
         verdict = (
             f"not judged: {loops} loops shared the engine, and the closed form prices one loop "
-            "alone (python -m harness.benchmarks.r1_dividend measures one)"
+            "alone (python -m benchmarks.r1_dividend measures one)"
         )
     text = (
         f"measured F dividend {measured:.2f} s over {len(pairs)} windows (n>={min_n}) vs closed form "

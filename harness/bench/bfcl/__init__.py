@@ -1,25 +1,25 @@
 """BFCL's AST categories: loading, tool schemas, tasks, a scorer, and its agreement with BFCL.
 
 The Berkeley Function Calling Leaderboard's single-turn Python categories, by BFCL's own
-names (:mod:`~harness.benchmarks.bfcl.categories`): ``simple``, ``multiple``, ``parallel``,
+names (:mod:`~harness.bench.bfcl.categories`): ``simple``, ``multiple``, ``parallel``,
 ``parallel_multiple`` and their ``live_*`` counterparts. The data comes from the PyPI package
 ``bfcl-eval`` (``pip install --no-deps bfcl-eval``).
 
-* :mod:`~harness.benchmarks.bfcl.categories` — the names, the arm each runs under, the pairs that give
+* :mod:`~harness.bench.bfcl.categories` — the names, the arm each runs under, the pairs that give
   the parallel-calling gap g;
-* :mod:`~harness.benchmarks.bfcl.data` — the files, JSON Schemas, entries, gold calls and tasks;
-* :mod:`~harness.benchmarks.bfcl.checker` — the scorer (BFCL's AST checker rules);
-* :mod:`~harness.benchmarks.bfcl.reference` — BFCL's own checker, imported from the package;
-* :mod:`~harness.benchmarks.bfcl.selection` — data quirks and the seeded per-category sample;
-* :mod:`~harness.benchmarks.bfcl.agreement` — the scorer against BFCL's checker on every entry's gold
+* :mod:`~harness.bench.bfcl.data` — the files, JSON Schemas, entries, gold calls and tasks;
+* :mod:`~harness.bench.bfcl.checker` — the scorer (BFCL's AST checker rules);
+* :mod:`~harness.bench.bfcl.reference` — BFCL's own checker, imported from the package;
+* :mod:`~harness.bench.bfcl.selection` — data quirks and the seeded per-category sample;
+* :mod:`~harness.bench.bfcl.agreement` — the scorer against BFCL's checker on every entry's gold
   and on systematic wrong answers.
 
-Command line: ``python -m harness.benchmarks.bfcl agreement|quirks|categories`` (``--help``).
+Command line: ``python -m harness.bench.bfcl agreement|quirks|categories`` (``--help``).
 """
 
 from __future__ import annotations
 
-from harness.benchmarks.bfcl.categories import (
+from harness.bench.bfcl.categories import (
     CATEGORIES,
     PAIRS,
     PARALLEL_CATEGORIES,
@@ -29,8 +29,8 @@ from harness.benchmarks.bfcl.categories import (
     arm_of,
     parse_categories,
 )
-from harness.benchmarks.bfcl.checker import BFCLVerdict, check_calls, standardize_string, tool_name
-from harness.benchmarks.bfcl.data import (
+from harness.bench.bfcl.checker import BFCLVerdict, check_calls, standardize_string, tool_name
+from harness.bench.bfcl.data import (
     INSTALL_HINT,
     STUB_RESULT,
     BFCLDataError,
@@ -39,8 +39,8 @@ from harness.benchmarks.bfcl.data import (
     load_entries,
     to_json_schema,
 )
-from harness.benchmarks.bfcl.reference import ReferenceChecker, reference_checker
-from harness.benchmarks.bfcl.selection import (
+from harness.bench.bfcl.reference import ReferenceChecker, reference_checker
+from harness.bench.bfcl.selection import (
     DEFAULT_PER_CATEGORY,
     Quirk,
     bench_counts,

@@ -1,5 +1,5 @@
 """The ``easy_fan_out`` family: small fan-out tasks a 135M model can solve (private to
-:mod:`harness.benchmarks.tasks`).
+:mod:`harness.bench.workload`).
 
 Each task is one fan-out window of n = 2-4 calls of one tool over documents the prompt lists,
 then a one-line answer. What makes it feasible for a small model is the same for every arm:
@@ -10,8 +10,8 @@ then a one-line answer. What makes it feasible for a small model is the same for
 * with ``--skill-tools`` and ``--input-enums`` (:mod:`harness.loop.levers`), only the
   skill's one tool is offered and its arguments may only take the prompt's values.
 
-The templates follow :mod:`harness.benchmarks._templates`: each returns a
-:class:`~harness.benchmarks._templates.Built` (prompt, inputs, gold steps, answer phrases, the
+The templates follow :mod:`harness.bench._templates`: each returns a
+:class:`~harness.bench._templates.Built` (prompt, inputs, gold steps, answer phrases, the
 expected store edited directly), or ``None`` when the store cannot host it.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from harness.benchmarks._templates import NEW_TAGS, NOTE_TEXTS, Built, Template, edited
+from harness.bench._templates import NEW_TAGS, NOTE_TEXTS, Built, Template, edited
 from harness.task import GoldCall
 from harness.toolsets.workspace import STATUSES, WorkspaceState
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import costmodel
-from harness.benchmarks.analysis import arm_key, measured_regime_values
-from harness.benchmarks.outcomes import error_kind, outcome, outcome_counts
-from harness.benchmarks.segments import load_segments
+from harness.bench.analysis import arm_key, measured_regime_values
+from harness.bench.outcomes import error_kind, outcome, outcome_counts
+from harness.bench.segments import load_segments
 from harness.costmodel import Regime
 
 __all__ = ("facts", "format_cell", "markdown")

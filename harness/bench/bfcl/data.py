@@ -3,7 +3,7 @@
 The Berkeley Function Calling Leaderboard ships its data inside the PyPI package
 ``bfcl-eval`` (install it with ``pip install --no-deps bfcl-eval``: only the data files and
 the AST checker are used). This module reads, as package resources, the question file of each
-category in :data:`~harness.benchmarks.bfcl.categories.CATEGORIES`,
+category in :data:`~harness.bench.bfcl.categories.CATEGORIES`,
 ``bfcl_eval/data/BFCL_v<N>_<category>.json`` (``simple`` is ``BFCL_v<N>_simple_python.json``,
 or ``BFCL_v<N>_simple.json`` in older releases), and its ground truth in
 ``data/possible_answer/`` (same name). The files are JSON Lines. The newest version present is
@@ -14,14 +14,14 @@ used.
   a number, ``tuple`` an array), dropping BFCL's ``optional`` marker.
 * :class:`BFCLEntry` gives the entry's :class:`~harness.tools.Toolset` (declared-only tools:
   every call returns :data:`STUB_RESULT`), its gold calls, its
-  :class:`~harness.task.Task` and :meth:`BFCLEntry.score` (:mod:`harness.benchmarks.bfcl.checker`).
+  :class:`~harness.task.Task` and :meth:`BFCLEntry.score` (:mod:`harness.bench.bfcl.checker`).
 
 **The gold calls** are built from the possible answers parameter by parameter: the first
 allowed value that the parameter's JSON Schema accepts — or the enum member BFCL's string
 normalisation takes it for (``"Horror"`` for an allowed ``"horror"``) — ``""`` meaning "leave
 it out" (never for a required parameter, and always for a parameter the function does not
 document). Where no allowed value fits, the first one is kept, and the entry is a data quirk
-(:mod:`harness.benchmarks.bfcl.selection`).
+(:mod:`harness.bench.bfcl.selection`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from typing import Any, Final
 
 import jsonschema
 
-from harness.benchmarks.bfcl.categories import CATEGORIES, Category, parse_category
-from harness.benchmarks.bfcl.checker import (
+from harness.bench.bfcl.categories import CATEGORIES, Category, parse_category
+from harness.bench.bfcl.checker import (
     BFCLVerdict,
     check_calls,
     find_function,
@@ -338,13 +338,13 @@ class BFCLEntry:
         )
 
     def score(self, calls: Sequence[ToolCall | Mapping[str, Any]]) -> BFCLVerdict:
-        """BFCL's AST-checker verdict on ``calls`` (see :func:`~harness.benchmarks.bfcl.check_calls`)."""
+        """BFCL's AST-checker verdict on ``calls`` (see :func:`~harness.bench.bfcl.check_calls`)."""
         return check_calls(self.category, self.functions, calls, self.ground_truth)
 
 
 def load_entries(category: str, *, package: str = PACKAGE) -> list[BFCLEntry]:
     """Every entry of one category (a name from
-    :data:`~harness.benchmarks.bfcl.categories.CATEGORIES`; any other raises), in file order, with
+    :data:`~harness.bench.bfcl.categories.CATEGORIES`; any other raises), in file order, with
     its ground truth."""
     return list(_load(parse_category(category), package))
 

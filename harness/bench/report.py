@@ -1,6 +1,6 @@
 """The benchmark report: summary.json, regime.json, report.md and PNG plots.
 
-Everything here is computed from the job records (:mod:`harness.benchmarks.analysis`), so a committed
+Everything here is computed from the job records (:mod:`harness.bench.analysis`), so a committed
 ``results.jsonl`` can be re-reported without an engine: ``harness bench --report-only DIR``.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from harness import costmodel
 from harness.arm_label import ARM_LABEL_NAMES
-from harness.benchmarks.analysis import (
+from harness.bench.analysis import (
     WindowMeasure,
     arm_key,
     bfcl_gaps,
@@ -28,15 +28,15 @@ from harness.benchmarks.analysis import (
     verdict_r3,
     verdict_r4,
 )
-from harness.benchmarks.bfcl import CATEGORIES, BFCLDataError, data_quirks
-from harness.benchmarks.report_facts import facts, format_cell, markdown, regime_markdown
-from harness.benchmarks.report_family import (
+from harness.bench.bfcl import CATEGORIES, BFCLDataError, data_quirks
+from harness.bench.report_facts import facts, format_cell, markdown, regime_markdown
+from harness.bench.report_family import (
     answer_baselines,
     family_accuracy,
     family_markdown,
     validator_by_family,
 )
-from harness.benchmarks.tasks import ALL_KINDS
+from harness.bench.workload import ALL_KINDS
 from harness.costmodel import Regime
 from harness.costmodel_speculation import wall_time_speculative
 

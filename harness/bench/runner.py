@@ -4,7 +4,7 @@ Every arm (S, F, F+eager, F+spec, P, P+V) runs every selected workload task unde
 (``gold``: the engine is constrained to the gold calls, so S and F generate identical tokens;
 ``model``: the model chooses), plus the phase-heuristic detector as a reporting control, plus
 the BFCL selection (a seeded sample of each AST category: single-call categories under S,
-parallel ones under P, and S and P+V per ``model_arms``; :mod:`harness.benchmarks.bfcl`) at
+parallel ones under P, and S and P+V per ``model_arms``; :mod:`harness.bench.bfcl`) at
 temperature 0 to anchor the parallel-calling gap *g* per category pair. ``concurrency`` loops (default 8) share
 one engine — model weights, harness and prefix identical across arms. Jobs are ordered task by
 task, so the arms of one task run side by side under the same engine load.
@@ -13,7 +13,7 @@ Output directory: ``results.jsonl`` (one job per line: every turn, call and wind
 job is never re-run when the command is restarted with the same directory), ``plan.json``
 (the plan and its fingerprint), ``summary.json``, ``regime.json`` (the measured regime,
 readable by ``harness frontier --params``), ``report.md`` and PNG plots
-(:mod:`harness.benchmarks.report`).
+(:mod:`harness.bench.report`).
 
 Resuming is safe: the directory is locked (a second writer is refused), a directory holding
 the results of another plan (another seed, latency, arm list, model, ...) is refused, a job
@@ -39,7 +39,7 @@ from harness._jsonl import open_append
 from harness._lockfile import lock_directory
 from harness._progress import Progress
 from harness.arm_label import ARM_LABEL_NAMES, ArmLabel
-from harness.benchmarks.bfcl import (
+from harness.bench.bfcl import (
     CATEGORIES,
     BFCLEntry,
     arm_of,
@@ -47,10 +47,10 @@ from harness.benchmarks.bfcl import (
     parse_categories,
     select_entries,
 )
-from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id, run_job
-from harness.benchmarks.outcomes import outcome, outcome_line
-from harness.benchmarks.segments import record_segment
-from harness.benchmarks.tasks import WorkloadTask, generate_tasks, workload_tasks
+from harness.bench.jobs import JobSpec, dumps, error_kinds, job_id, run_job
+from harness.bench.outcomes import outcome, outcome_line
+from harness.bench.segments import record_segment
+from harness.bench.workload import WorkloadTask, generate_tasks, workload_tasks
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import CallRecord, Ledger, record_to_dict
@@ -274,7 +274,7 @@ async def run_planned(
 
 class BenchJobRunner:
     """One job of ``plan`` by id, on a worker's engine, journaled in the job's directory: what
-    a Ray worker runs (:class:`harness.benchmarks.ray_pool.JobRunner`). It travels as the plan
+    a Ray worker runs (:class:`harness.bench.ray_pool.JobRunner`). It travels as the plan
     and expands it to jobs on the worker, once."""
 
     def __init__(self, plan: BenchPlan) -> None:
@@ -293,7 +293,7 @@ class BenchJobRunner:
 
 
 class JobExecutor(Protocol):
-    """Runs jobs somewhere else (a Ray cluster: :class:`harness.benchmarks.ray_pool.RayPool`)
+    """Runs jobs somewhere else (a Ray cluster: :class:`harness.bench.ray_pool.RayPool`)
     and hands each job's dict back to the driver, which writes it."""
 
     @property
@@ -458,7 +458,7 @@ async def run_bench(
 
     The returned summary also says how many selected jobs there are (``jobs``) and how many
     errored, by error kind (``errors``)."""
-    from harness.benchmarks.report import write_report
+    from harness.bench.report import write_report
 
     lock = lock_directory(
         plan.out,

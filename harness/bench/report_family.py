@@ -3,7 +3,7 @@
 For each task kind that ran (``fan_out``, ``chain``, ``mixed`` and the families), each
 policy and each arm (schema-sound detector): tasks solved out of run, with the 95% Wilson
 score interval, and each arm's difference to S with Newcombe's hybrid score interval
-(:func:`harness.benchmarks.analysis.gap_pp`, the interval R4 uses). For P+V per kind and
+(:func:`harness.bench.analysis.gap_pp`, the interval R4 uses). For P+V per kind and
 policy: windows, resamples, resamples per window (ε̂_v), the jobs that resampled and how many
 of them were solved, and against P on the same tasks (P+V's first draw is P's, at the same
 temperature and seed, so a difference is what the resamples made) the tasks P+V solved that P
@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.arm_label import ARM_LABEL_NAMES
-from harness.benchmarks.analysis import arm_key, gap_pp, wilson_interval
-from harness.benchmarks.report_facts import reviewed_messages
-from harness.benchmarks.tasks import ALL_KINDS, generate_family
+from harness.bench.analysis import arm_key, gap_pp, wilson_interval
+from harness.bench.report_facts import reviewed_messages
+from harness.bench.workload import ALL_KINDS, generate_family
 
 __all__ = ("answer_baselines", "family_accuracy", "family_markdown", "validator_by_family")
 

@@ -4,7 +4,7 @@
 code, unchanged — and calls its ``ast_checker`` the way BFCL's evaluation runner does for a
 function-calling model's decoded output (``[{name: {param: value}}, ...]``, Python language,
 the entry's BFCL v4 category name). It is the oracle the scorer
-(:mod:`harness.benchmarks.bfcl.checker`) is measured against and the judge of data quirks.
+(:mod:`harness.bench.bfcl.checker`) is measured against and the judge of data quirks.
 
 One import is replaced. The checker module imports ``bfcl_eval.constants.model_config`` only
 to ask, for the model being scored, whether dots in function names become underscores; that
@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from harness.benchmarks.bfcl.categories import bfcl_name
-from harness.benchmarks.bfcl.data import INSTALL_HINT, PACKAGE, BFCLDataError
+from harness.bench.bfcl.categories import bfcl_name
+from harness.bench.bfcl.data import INSTALL_HINT, PACKAGE, BFCLDataError
 
 __all__ = ("ReferenceChecker", "reference_checker")
 

@@ -3,7 +3,7 @@
 :func:`run_user_job` runs a :class:`~harness.task.Task` (from ``harness run --prompt`` or a
 task file, :mod:`harness.task_file`) on a toolset of yours (a fresh one per job when it comes
 from a factory, :mod:`harness.toolset_ref`) and returns the same JSON-ready job dict as
-:func:`harness.benchmarks.jobs.run_job` (``job_id``, ``label``, ``success``, ``failures``,
+:func:`harness.bench.jobs.run_job` (``job_id``, ``label``, ``success``, ``failures``,
 ``error``, ``answer``, ``summary``, ``turns``, ``calls``, ``windows``), plus ``messages``:
 the final transcript as OpenAI-format messages. A task without a gold label succeeds when it
 finishes; one with a label is scored (:func:`harness.task_file.failures`).
@@ -15,7 +15,7 @@ plan (the task file's and manifest's contents, the toolset reference, arms and s
 results of two plans never mix, finished jobs are skipped when the same command runs again,
 engine failures always run again and other errors with ``retry_failed``. With an
 ``executor`` (``harness run --tasks FILE --ray ...``: :class:`UserJobRunner` on
-:class:`~harness.benchmarks.ray_pool.RayPool` workers) each job runs journaled in its own
+:class:`~harness.bench.ray_pool.RayPool` workers) each job runs journaled in its own
 directory, so a job whose worker died resumes on another without repeating a call.
 """
 
@@ -37,9 +37,9 @@ from harness._jsonl import open_append
 from harness._lockfile import lock_directory
 from harness._progress import Progress
 from harness.arm_label import ArmLabel
-from harness.benchmarks.bench import JobExecutor, check_plan, load_results, rerun_on_resume
-from harness.benchmarks.jobs import JobSpec, dumps, error_kinds, job_id, open_job_journal
-from harness.benchmarks.ray_pool import job_directory
+from harness.bench.jobs import JobSpec, dumps, error_kinds, job_id, open_job_journal
+from harness.bench.ray_pool import job_directory
+from harness.bench.runner import JobExecutor, check_plan, load_results, rerun_on_resume
 from harness.engines.base import Engine
 from harness.errors import ConfigError, HarnessError, JournalError
 from harness.journal import OnDamage, io_error
@@ -80,7 +80,7 @@ async def run_user_job(
 
     ``durable``: a directory for the run's journal (``journal/``); one that holds it already
     resumes the run (journaled turns and calls are replayed, not repeated;
-    :func:`~harness.benchmarks.jobs.open_job_journal`)."""
+    :func:`~harness.bench.jobs.open_job_journal`)."""
     ledger = Ledger(log=True)
     config = spec.loop_config()
     error = None
@@ -208,7 +208,7 @@ class UserBatchPlan:
 
 class UserJobRunner:
     """One job of a batch by id, on a worker's engine, journaled in the job's directory: what a
-    Ray worker runs (:class:`harness.benchmarks.ray_pool.JobRunner`). It travels as the plan,
+    Ray worker runs (:class:`harness.bench.ray_pool.JobRunner`). It travels as the plan,
     the tasks (data) and the folder the command ran in; the worker loads the toolset and the
     manifest from their references there, once (so they must be reachable from every node)."""
 

@@ -4,7 +4,7 @@ Shared by ``harness run`` and ``harness bench``: builds a fresh store and toolse
 injected tool latency), runs the loop on the given engine, scores the run against the task's
 gold label, marks false fills (a window the detector certified that the manifest's schema-level
 rules reject), and returns a plain JSON-ready dict — the unit the benchmark writes to
-``results.jsonl`` and :mod:`harness.benchmarks.analysis` reads.
+``results.jsonl`` and :mod:`harness.bench.analysis` reads.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.benchmarks.tasks import WorkloadTask
+from harness.bench.workload import WorkloadTask
 from harness.certify import Certificate, SchemaSoundDetector
 from harness.engines.base import Engine, GenerationSettings, ToolCall
 from harness.errors import HarnessError, JournalError

@@ -1,11 +1,11 @@
 """The scorer against BFCL's own AST checker: every entry's gold and systematic wrong answers.
 
 For every entry of every category, :func:`cases` builds its gold output (the entry's own
-answer, :meth:`~harness.benchmarks.bfcl.data.BFCLEntry.gold_output`) and variations of it, and
+answer, :meth:`~harness.bench.bfcl.data.BFCLEntry.gold_output`) and variations of it, and
 :func:`measure_agreement` scores each with both checkers: the scorer
-(:mod:`harness.benchmarks.bfcl.checker`, fed the calls as the harness's tool calls with JSON
+(:mod:`harness.bench.bfcl.checker`, fed the calls as the harness's tool calls with JSON
 arguments, the path the bench uses) and BFCL's ``ast_checker``
-(:mod:`harness.benchmarks.bfcl.reference`, fed BFCL's decoded form). A case *agrees* when both give
+(:mod:`harness.bench.bfcl.reference`, fed BFCL's decoded form). A case *agrees* when both give
 the same verdict. The kinds of case (:data:`KINDS`), each applied to every call of the answer
 in turn where it applies:
 
@@ -27,7 +27,7 @@ in turn where it applies:
 * ``reordered calls`` — every rotation of the calls, and their reversal (several calls);
 * ``extra call`` — the first call repeated at the end.
 
-``python -m harness.benchmarks.bfcl agreement`` runs the sweep over every category and prints the
+``python -m harness.bench.bfcl agreement`` runs the sweep over every category and prints the
 tallies (``--json`` for the figures as JSON); it exits 1 when any case disagrees.
 """
 
@@ -42,11 +42,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.benchmarks.bfcl.categories import CATEGORIES, Category, parse_categories
-from harness.benchmarks.bfcl.checker import tool_name
-from harness.benchmarks.bfcl.data import PACKAGE, BFCLEntry, load_entries
-from harness.benchmarks.bfcl.reference import ReferenceChecker, reference_checker
-from harness.benchmarks.bfcl.selection import Quirk, data_quirks
+from harness.bench.bfcl.categories import CATEGORIES, Category, parse_categories
+from harness.bench.bfcl.checker import tool_name
+from harness.bench.bfcl.data import PACKAGE, BFCLEntry, load_entries
+from harness.bench.bfcl.reference import ReferenceChecker, reference_checker
+from harness.bench.bfcl.selection import Quirk, data_quirks
 from harness.engines.base import ToolCall
 
 __all__ = ("KINDS", "AgreementReport", "Disagreement", "Tally", "cases", "measure_agreement")

@@ -2,7 +2,7 @@
 
 This is an independent implementation of ``bfcl_eval/eval_checker/ast_eval/ast_checker.py``
 (its verdicts are measured against BFCL's own checker, imported from the installed package,
-by ``python -m harness.benchmarks.bfcl agreement``; see :mod:`harness.benchmarks.bfcl.agreement`). Rule by
+by ``python -m harness.bench.bfcl agreement``; see :mod:`harness.bench.bfcl.agreement`). Rule by
 rule:
 
 * the function name, dots as underscores (BFCL does the same for function-calling models,
@@ -13,7 +13,7 @@ rule:
 * strings compared after BFCL's normalisation (lowercase, drop spaces and ``,./-_*^``,
   ``'`` -> ``"``); values from the allowed list; ``""`` in the list meaning the parameter may
   be left out; dicts and lists of dicts key by key;
-* by category (BFCL's dispatch on the name, :func:`~harness.benchmarks.bfcl.categories.checker_kind`):
+* by category (BFCL's dispatch on the name, :func:`~harness.bench.bfcl.categories.checker_kind`):
   ``simple`` categories need exactly one call of the only function; ``multiple`` ones exactly
   one call, checked against the function the answer names; ``parallel`` ones as many calls as
   the answer, matched in any order, each answer to the first unmatched call that fits
@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from harness.benchmarks.bfcl.categories import checker_kind
+from harness.bench.bfcl.categories import checker_kind
 from harness.engines.base import ToolCall
 
 __all__ = ("BFCLVerdict", "check_calls", "find_function", "standardize_string", "tool_name")
@@ -344,8 +344,8 @@ def check_calls(
 ) -> BFCLVerdict:
     """Score ``calls`` (tool calls, or BFCL's ``{name: {param: value}}`` form) against one
     entry's ground truth with BFCL's AST checker rules for ``category`` (one of
-    :data:`~harness.benchmarks.bfcl.categories.CATEGORIES`; any other name raises
-    :class:`~harness.benchmarks.bfcl.categories.BFCLCategoryError`, never a silent mis-score)."""
+    :data:`~harness.bench.bfcl.categories.CATEGORIES`; any other name raises
+    :class:`~harness.bench.bfcl.categories.BFCLCategoryError`, never a silent mis-score)."""
     kind = checker_kind(category)
     outputs = [_as_bfcl_output(c) for c in calls]
     if any(o is None for o in outputs):

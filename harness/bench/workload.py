@@ -8,7 +8,7 @@ may certify: the null arm) and 16 **mixed** tasks (``triage``, ``trace_and_mark`
 Same seed, same tasks, byte for byte (:func:`tasks_to_json`).
 
 Beside the paper's 48, :func:`generate_family` builds a **task family** (:data:`FAMILIES`):
-``easy_fan_out`` (:mod:`harness.benchmarks._easy_templates`) is 16 small fan-out tasks, one
+``easy_fan_out`` (:mod:`harness.bench._easy_templates`) is 16 small fan-out tasks, one
 window of n = 2-4 calls each, that a 135M model can solve under the model policy. Its ids
 (``easy_fan_out-00`` .. ``-15``), store seeds and skills are its own, so the 48 tasks do not
 change; :func:`workload_tasks` is the 48 and every family, which ``harness run --task`` and
@@ -49,13 +49,13 @@ from typing import Any, Final, Literal, get_args
 
 import jsonschema
 
-from harness.benchmarks._easy_templates import (
+from harness.bench._easy_templates import (
     EASY_SYSTEM_PROMPT,
     EASY_TEMPLATES,
     LOOKUP_SYSTEM_PROMPT,
     LOOKUP_TEMPLATES,
 )
-from harness.benchmarks._templates import SYSTEM_PROMPT, TEMPLATES
+from harness.bench._templates import SYSTEM_PROMPT, TEMPLATES
 from harness.conflicts import contains
 from harness.engines.base import ToolCall
 from harness.errors import ConfigError
@@ -498,7 +498,7 @@ def load_tasks(path: str | Path) -> list[WorkloadTask]:
 
 
 _FIX = (
-    "Regenerate the file with `harness.benchmarks.tasks.save_tasks(path, generate_tasks(seed))` "
+    "Regenerate the file with `harness.bench.workload.save_tasks(path, generate_tasks(seed))` "
     "instead of editing it by hand."
 )
 

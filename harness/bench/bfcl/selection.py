@@ -1,11 +1,11 @@
 """What is scored: the data quirks set aside, and a seeded sample of the rest per category.
 
 A **data quirk** is an entry whose own gold answer (:meth:`BFCLEntry.gold_calls`, built from
-its possible answers) fails BFCL's own AST checker (:mod:`harness.benchmarks.bfcl.reference`), this
+its possible answers) fails BFCL's own AST checker (:mod:`harness.bench.bfcl.reference`), this
 harness's scorer, or the JSON Schema of the tool it calls (BFCL's documented types and enums
 disagree with its answer, so a model held to the schema cannot give it). A quirk says nothing
 about a model: it is listed per category by id (:func:`data_quirks`, ``python -m
-harness.benchmarks.bfcl quirks``) and left out of model scoring.
+harness.bench.bfcl quirks``) and left out of model scoring.
 
 **Selection** (:func:`select_entries`) draws, per category, ``count`` of the category's
 scorable entries with ``random.Random(f"bfcl:{seed}:{category}")`` and keeps them in file
@@ -22,15 +22,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from harness.benchmarks.bfcl.categories import (
+from harness.bench.bfcl.categories import (
     CATEGORIES,
     PARALLEL_CATEGORIES,
     Category,
     parse_categories,
     parse_category,
 )
-from harness.benchmarks.bfcl.data import PACKAGE, BFCLDataError, BFCLEntry, load_entries
-from harness.benchmarks.bfcl.reference import ReferenceChecker, reference_checker
+from harness.bench.bfcl.data import PACKAGE, BFCLDataError, BFCLEntry, load_entries
+from harness.bench.bfcl.reference import ReferenceChecker, reference_checker
 
 __all__ = (
     "DEFAULT_PER_CATEGORY",

@@ -1,4 +1,4 @@
-"""The ten task templates of the workspace workload (private to :mod:`harness.benchmarks.tasks`).
+"""The ten task templates of the workspace workload (private to :mod:`harness.bench.workload`).
 
 A template picks documents from a seeded store and builds, by construction, everything a task
 needs: the prompt (it names every key and value, so a small model can do it), the task

@@ -1,9 +1,9 @@
-"""``python -m harness.benchmarks.bfcl``: the scorer's agreement with BFCL's checker, the data quirks,
+"""``python -m harness.bench.bfcl``: the scorer's agreement with BFCL's checker, the data quirks,
 the categories.
 
-    python -m harness.benchmarks.bfcl agreement [--categories NAME ...] [--json] [--sample N]
-    python -m harness.benchmarks.bfcl quirks [--categories NAME ...] [--json]
-    python -m harness.benchmarks.bfcl categories [--json]
+    python -m harness.bench.bfcl agreement [--categories NAME ...] [--json] [--sample N]
+    python -m harness.bench.bfcl quirks [--categories NAME ...] [--json]
+    python -m harness.bench.bfcl categories [--json]
 
 ``agreement`` exits 1 when any case disagrees; a usage mistake (an unknown category, a
 missing bfcl-eval) is a message and exit 2.
@@ -16,10 +16,10 @@ import json
 import sys
 from collections.abc import Sequence
 
-from harness.benchmarks.bfcl.agreement import measure_agreement
-from harness.benchmarks.bfcl.categories import CATEGORIES, PAIRS, arm_of, parse_categories
-from harness.benchmarks.bfcl.data import load_entries
-from harness.benchmarks.bfcl.selection import DEFAULT_PER_CATEGORY, data_quirks
+from harness.bench.bfcl.agreement import measure_agreement
+from harness.bench.bfcl.categories import CATEGORIES, PAIRS, arm_of, parse_categories
+from harness.bench.bfcl.data import load_entries
+from harness.bench.bfcl.selection import DEFAULT_PER_CATEGORY, data_quirks
 from harness.errors import ConfigError
 
 __all__ = ("main",)
@@ -27,7 +27,7 @@ __all__ = ("main",)
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.benchmarks.bfcl",
+        prog="python -m harness.bench.bfcl",
         description="BFCL's AST categories: the scorer against BFCL's own checker, data quirks.",
     )
     sub = parser.add_subparsers(dest="command", required=True)

@@ -1,0 +1,9 @@
+"""``python -m harness``: the ``harness`` command, for an environment whose scripts are not on
+``PATH``."""
+
+from __future__ import annotations
+
+from harness.cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())
