@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from harness.engines.base import Engine
 from harness.errors import ConfigError
 
-__all__ = ("add_engine_arguments", "open_engine")
+__all__ = ("add_engine_arguments", "announce_engine_start", "open_engine")
 
 ENGINES = ("vllm", "http", "scripted")
 DTYPES = ("bfloat16", "float16", "float32")
@@ -71,6 +72,11 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def announce_engine_start() -> None:
+    """Say on stderr that the in-process engine is starting (it is silent for 10-50 s)."""
+    print("starting the engine… (vLLM, in-process: 10-50 s)", file=sys.stderr, flush=True)
+
+
 @asynccontextmanager
 async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
     """Open the engine the options name; closes it on exit."""
@@ -104,5 +110,6 @@ async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
 
         speculative_config(speculate)  # a missing extra is a one-line ConfigError, now
         overrides["speculate"] = speculate
+    announce_engine_start()
     async with open_default_engine(args.model, **overrides) as engine:
         yield engine

@@ -20,7 +20,7 @@ from harness._commands._run_dir import (
     resume_hint,
 )
 from harness._commands._signals import until_signalled
-from harness._commands._table import exit_status, render_table
+from harness._commands._table import exit_status, flatten_note, render_table
 from harness._commands.run_user import (
     add_user_task_arguments,
     is_user_task,
@@ -279,6 +279,9 @@ def _print_jobs(args: argparse.Namespace, wt: Any, jobs: list[dict[str, Any]]) -
         for job in jobs:
             if job["failures"]:
                 print(f"  {job['label']}: " + "; ".join(job["failures"][:3]))
+            note = flatten_note(job)
+            if note:
+                print(note)
             false_fills = sum(1 for w in job.get("windows", []) if w.get("false_fill"))
             if false_fills:
                 print(
