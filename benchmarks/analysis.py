@@ -151,11 +151,6 @@ def measure_windows(jobs: Sequence[Job], *, policy: str = "gold") -> list[Window
     return out
 
 
-def _median(values: Iterable[float], default: float) -> float:
-    data = [v for v in values if math.isfinite(v)]
-    return statistics.median(data) if data else default
-
-
 def estimate_regime(jobs: Sequence[Job], *, base: Regime | None = None) -> Regime:
     """The closed form's parameters as this run measured them (see the README's benchmark
     section for each estimator). Parameters the run cannot measure (accuracy budget, watts,
@@ -186,9 +181,16 @@ def measured_regime_values(jobs: Sequence[Job], *, base: Regime | None = None) -
     overhead = [
         max(0.0, t["wall_s"] - t["prefill_s"] - t["decode_s"]) for t in turns if t["engine_s"] > 0
     ]
-    values["prefill_ms_per_token"] = _median(prefill, base.prefill_ms_per_token)
-    values["decode_ms_per_token"] = _median(decode, base.decode_ms_per_token)
-    values["overhead_s"] = _median(overhead, base.overhead_s)
+    # Only what this run's turns give: with no gold S turn to time, the base value stands (and
+    # the report says "default", never "measured").
+    for name, data in (
+        ("prefill_ms_per_token", prefill),
+        ("decode_ms_per_token", decode),
+        ("overhead_s", overhead),
+    ):
+        finite = [v for v in data if math.isfinite(v)]
+        if finite:
+            values[name] = statistics.median(finite)
     latencies = [c["finished"] - c["started"] for c in calls]
     if latencies:
         values["tool_latency_s"] = statistics.fmean(latencies)

@@ -28,7 +28,7 @@ from harness.benchmarks.analysis import (
     verdict_r4,
 )
 from harness.benchmarks.bfcl import CATEGORIES, BFCLDataError, data_quirks
-from harness.benchmarks.report_facts import _fmt, facts, markdown, regime_markdown
+from harness.benchmarks.report_facts import _fmt, facts, markdown, regime_markdown, regime_name
 from harness.benchmarks.report_family import (
     answer_baselines,
     family_accuracy,
@@ -198,10 +198,20 @@ def write_report(
     (out / "summary.json").write_text(
         json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
     )
-    (out / "regime.json").write_text(json.dumps(regime.to_json(), indent=2) + "\n")
+    (out / "regime.json").write_text(json.dumps(regime_file(report_facts), indent=2) + "\n")
     plots = _plots(summary, regime, out)
     (out / "report.md").write_text(_markdown(summary, plots))
     return summary
+
+
+def regime_file(report_facts: Mapping[str, Any]) -> dict[str, Any]:
+    """``regime.json``: the regime the report's frontier is priced at (the measured g and φ where
+    the run measured them) and, under ``source``, what each value is: measured, declared or
+    default (``harness frontier --params`` reads it; ``source`` is ignored there)."""
+    return {
+        **report_facts["frontier_measured"]["regime"],
+        "source": dict(report_facts["regime_provenance"]),
+    }
 
 
 def _speculation(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
@@ -274,11 +284,12 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
     lines += regime_markdown(summary["regime"], summary["facts"])
     lines += [
         "",
-        f"Flip window n* at the measured regime and the declared g: {_fmt(summary['n_star_measured_regime'])}.",
+        f"Flip window n* at {regime_name(summary['facts']['regime_provenance'])} and the declared g: {_fmt(summary['n_star_measured_regime'])}.",
         "",
     ]
     lines += [
-        "## Wall time per certified window: measured (median) vs closed form at the measured regime",
+        "## Wall time per certified window: measured (median) vs closed form at "
+        + regime_name(summary["facts"]["regime_provenance"]),
         "",
         "| n | windows | S meas | S pred | F meas | F pred | F+eager meas | F+spec meas | F+spec pred | P meas | P pred | P+V meas | F dividend meas | F dividend pred | eager extra |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
