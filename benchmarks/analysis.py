@@ -399,11 +399,12 @@ def verdict_r3(jobs: Sequence[Job], *, budget_pp: float = 1.0) -> Verdict:
             for j in jobs
             if j.get("arm") == "F" and j.get("detector", "schema_sound") == detector
             for w in j.get("windows", [])
+            if len(w.get("call_ids", ())) >= 2  # a one-call window cannot false-fill
         ]
         fills = sum(1 for w in windows if w.get("false_fill"))
         figures[f"false_fill_{detector}"] = [fills, len(windows)]
         if windows:
-            parts.append(f"{detector} false fills {fills}/{len(windows)} windows")
+            parts.append(f"{detector} false fills {fills}/{len(windows)} windows (n ≥ 2)")
     if held is None:
         return Verdict("R3", None, "no gold-labelled task ran under both S and F", figures)
     return Verdict(

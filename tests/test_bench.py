@@ -95,7 +95,10 @@ def test_R3_is_violated_when_F_loses_more_than_the_budget_and_reports_false_fill
             "h",
             "F",
             detector="phase_heuristic",
-            windows=[{"call_ids": ["a", "b"], "false_fill": True}],
+            windows=[
+                {"call_ids": ["a", "b"], "false_fill": True},
+                {"call_ids": ["c"], "false_fill": False},  # one call: not a certified window
+            ],
         )
     )
     verdict = verdict_r3(jobs, budget_pp=1.0)
