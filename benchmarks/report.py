@@ -414,8 +414,12 @@ def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:
             "P": "tab:green",
             "P+V": "tab:olive",
         }
+        ran = {arm for r in rows for arm in r["measured"]}  # the legend lists only arms that ran
         for arm, fn in curves.items():
-            ax.plot(ns, [fn(regime, n) for n in ns], color=colors[arm], label=f"{arm} closed form")
+            if arm in ran:
+                ax.plot(
+                    ns, [fn(regime, n) for n in ns], color=colors[arm], label=f"{arm} closed form"
+                )
         for arm in ARMS:
             pts = [(r["n"], r["measured"][arm]) for r in rows if arm in r["measured"]]
             if pts:
@@ -434,15 +438,16 @@ def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:
     if tokens:
         fig, ax = plt.subplots(figsize=(7, 4))
         kinds = list(tokens)
-        width = 0.15
-        for i, arm in enumerate(ARMS):
+        arms = [arm for arm in ARMS if any(arm in tokens[k] for k in kinds)]  # only arms that ran
+        width = 0.8 / max(1, len(arms))
+        for i, arm in enumerate(arms):
             ax.bar(
                 [k + i * width for k in range(len(kinds))],
                 [tokens[k].get(arm, 0) for k in kinds],
                 width,
                 label=arm,
             )
-        ax.set_xticks([k + 2 * width for k in range(len(kinds))], kinds)
+        ax.set_xticks([k + (len(arms) - 1) * width / 2 for k in range(len(kinds))], kinds)
         ax.set_ylabel("billed tokens per task (mean)")
         ax.set_title("Token bill per arm (gold policy)")
         ax.legend(fontsize=8)
@@ -452,14 +457,15 @@ def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:
         names.append("tokens.png")
     accuracy = summary["accuracy"]
     if accuracy:
-        fig, ax = plt.subplots(figsize=(7, 4))
         labels, values = [], []
-        for policy, arms in accuracy.items():
-            for arm, (ok, n) in arms.items():
-                labels.append(f"{policy}\n{arm}")
+        for policy, by_arm in accuracy.items():
+            for arm, (ok, n) in by_arm.items():
+                labels.append(f"{policy} {arm}")
                 values.append(100 * ok / n)
+        fig, ax = plt.subplots(figsize=(max(7.0, 0.45 * len(values)), 4.5))
         ax.bar(range(len(values)), values, color="tab:purple")
-        ax.set_xticks(range(len(values)), labels, fontsize=7)
+        # Rotated, anchored at their right end: long labels never overlap their neighbours.
+        ax.set_xticks(range(len(values)), labels, fontsize=7, rotation=45, ha="right")
         ax.set_ylabel("tasks meeting the gold label (%)")
         ax.set_title("Task accuracy by arm and policy")
         fig.tight_layout()

@@ -8,6 +8,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,3 +124,37 @@ def test_every_committed_report_regenerates_byte_for_byte(run: str, tmp_path: Pa
     main(["bench", "--report-only", str(copy)])
     for name in ("report.md", "summary.json", "regime.json"):
         assert (copy / name).read_text() == (RESULTS / run / name).read_text(), name
+
+
+def test_plots_list_only_the_arms_that_ran_and_rotate_long_labels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from harness.benchmarks import report
+    from harness.costmodel import Regime
+
+    seen: dict[str, Any] = {}
+
+    def record(self: Figure, path: Any, *args: Any, **kwargs: Any) -> None:
+        ax = self.axes[0]
+        legend = ax.get_legend()
+        seen[Path(path).name] = {
+            "legend": [t.get_text() for t in legend.get_texts()] if legend else [],
+            "rotation": {t.get_rotation() for t in ax.get_xticklabels()},
+        }
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    summary = {
+        "per_n": [{"n": 6, "measured": {"S": 9.0, "F": 7.0}}],
+        "tokens_by_arm": {"fan_out": {"S": 100.0, "F": 90.0}, "chain": {"S": 80.0, "F": 80.0}},
+        "accuracy": {"gold": {"S": [1, 1], "F": [1, 1]}, "model": {"F/phase_heuristic": [0, 1]}},
+    }
+    names = report._plots(summary, Regime(), tmp_path)
+    assert names == ["wall_vs_n.png", "tokens.png", "accuracy.png"]
+    assert seen["tokens.png"]["legend"] == ["S", "F"]
+    assert seen["wall_vs_n.png"]["legend"] == [
+        "S closed form", "F closed form", "S measured", "F measured"
+    ]  # fmt: skip
+    assert seen["accuracy.png"]["rotation"] == {45.0}

@@ -58,7 +58,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         choices=DTYPES,
         default=None,
         help="for --engine vllm: the weights' dtype (default bfloat16). On a CPU without "
-        "native bf16 (AVX2 only) float32 prefills ~5x faster and decodes ~1.7x slower",
+        "native bf16 (AVX2 only) float32 prefills faster and decodes slower (twice the bytes)",
     )
     group.add_argument(
         "--speculate",
