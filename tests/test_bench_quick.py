@@ -52,6 +52,21 @@ def test_the_quick_plan_says_what_it_compares_and_what_it_skips() -> None:
     assert "each Ray worker's engine" in ray
 
 
+def test_the_quick_plan_on_the_scripted_engine_announces_only_the_jobs_it_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    assert main(["bench", "--quick", "--engine", "scripted", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0]
+    assert header.startswith("Quick comparison: arms S vs F vs P on the n = 6 fan-out tasks")
+    assert "easy_fan_out-04" not in header  # the model-policy jobs do not run here
+    assert "under the model policy" not in header
+    assert "Skipped here: the model-policy jobs (the scripted engine replays" in header
+    assert "6 jobs: 6 solved" in out
+
+
 def _job(
     policy: str,
     success: bool,

@@ -206,7 +206,12 @@ def run(args: argparse.Namespace) -> int:
     if plan.quick and not plan.task_ids:  # said before the engine's minute of start-up
         from harness.benchmarks.bench import quick_description
 
-        print(quick_description(plan, distributed=args.ray is not None), flush=True)
+        print(
+            quick_description(
+                plan, distributed=args.ray is not None, scripted=args.engine == "scripted"
+            ),
+            flush=True,
+        )
 
     async def go() -> dict[str, Any]:
         if args.ray is not None:
