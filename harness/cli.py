@@ -31,9 +31,9 @@ __all__ = ("COMMANDS", "build_parser", "main")
 #: Subcommand -> its one-line summary, in the order ``--help`` lists them. The command's module
 #: ``harness._commands.<name>`` is imported only when that command is named on the line.
 COMMANDS: dict[str, str] = {
-    "run": "run one workload task under chosen arms and compare what each cost",
+    "run": "run a workload task or your own (one, or a batch) under chosen arms; compare the cost",
     "bench": "run the 4-arm protocol on the real engine and report R1-R4 verdicts",
-    "tasks": "list or show the 48 seeded workload tasks and their gold labels",
+    "tasks": "list or show the workload's tasks (the 48 seeded and the families) and gold labels",
     "frontier": "closed-form wall time, tokens and crossover gaps per window (the cost model)",
     "engine": "prepare the packaged model, show engine settings, smoke-test the engine",
     "fabric": "run a task as a DAG of batched steps and report the PEF figures",

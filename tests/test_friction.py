@@ -129,3 +129,27 @@ def test_a_terminal_gets_the_bar_redrawn_in_place() -> None:
     text = tty.getvalue()
     assert text.count("\r") == 2
     assert "[" + "#" * 24 + "]" in text
+
+
+def test_certify_help_lists_every_claim_the_kit_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.certkit._report import CLAIMS
+
+    with pytest.raises(SystemExit):
+        main(["certify", "--help"])
+    text = capsys.readouterr().out
+    listed = text.split("Claims checked:", 1)[1].split("A false claim", 1)[0]
+    names = {
+        line.split()[0] for line in listed.splitlines() if line.startswith("  ") and line[2] != " "
+    }
+    assert names == set(CLAIMS)
+
+
+def test_the_help_summaries_say_your_own_tasks_are_accepted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "run a workload task or your own (one, or a batch)" in text
+    assert "one workload task" not in text
+    assert "the 48 seeded workload tasks and their gold labels" not in text

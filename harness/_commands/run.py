@@ -1,4 +1,5 @@
-"""``harness run``: run one workload task under one or more arms and print what each cost."""
+"""``harness run``: run a workload task, or your own tasks, under one or more arms and print
+what each cost."""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ _WORKLOAD_DEFAULTS: dict[str, Any] = {
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "run",
-        help="run one workload task under chosen arms and compare what each cost",
+        help="run a workload task or your own (one, or a batch) under chosen arms; compare the cost",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
