@@ -153,3 +153,21 @@ def test_the_help_summaries_say_your_own_tasks_are_accepted(
     assert "run a workload task or your own (one, or a batch)" in text
     assert "one workload task" not in text
     assert "the 48 seeded workload tasks and their gold labels" not in text
+
+
+def test_serve_announces_its_embedded_engine_before_it_starts(
+    fake_default_engine: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    import anyio
+
+    from harness._commands.serve import _engine
+
+    async def open_once() -> None:
+        args = argparse.Namespace(upstream=None, speculate="none", model=None)
+        async with _engine(args, None):
+            assert capsys.readouterr().err.startswith("starting the engine…")
+
+    anyio.run(open_once)
+    assert fake_default_engine == ["opened"]
