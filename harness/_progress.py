@@ -12,7 +12,9 @@ __all__ = ("Progress",)
 class Progress:
     """``[#######.......]  12/40 jobs  3 failed  1m05s elapsed, ~2m10s left  <last item>``.
 
-    Redraws in place on a terminal; on a pipe or file it prints a line every ``every`` items.
+    Redraws the bar in place on a terminal. On a pipe or file (a log) no bar is drawn: a plain
+    line ``12/40 jobs  3 failed  1m05s elapsed, ~2m10s left  <last item>`` every ``every``
+    items and at the end.
     """
 
     def __init__(
@@ -39,15 +41,16 @@ class Progress:
         minutes, secs = divmod(int(seconds), 60)
         return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
-    def line(self, note: str = "") -> str:
+    def line(self, note: str = "", *, bar: bool = True) -> str:
         width = 24
         filled = int(width * self.done / self.total) if self.total else width
+        drawn = f"[{'#' * filled}{'.' * (width - filled)}] " if bar else ""
         elapsed = time.monotonic() - self.started
         left = elapsed / self.done * (self.total - self.done) if self.done else 0.0
         failed = f"  {self.failed} {self.failed_label}" if self.failed else ""
         eta = f", ~{self._clock(left)} left" if self.done and self.done < self.total else ""
         return (
-            f"[{'#' * filled}{'.' * (width - filled)}] {self.done:>4}/{self.total} {self.unit}{failed}"
+            f"{drawn}{self.done:>4}/{self.total} {self.unit}{failed}"
             f"  {self._clock(elapsed)} elapsed{eta}  {note[:40]}"
         )
 
@@ -59,5 +62,5 @@ class Progress:
             if self.done >= self.total:
                 self.stream.write("\n")
         elif self.done % self.every == 0 or self.done >= self.total:
-            self.stream.write(self.line(note) + "\n")
+            self.stream.write(self.line(note, bar=False).strip() + "\n")
         self.stream.flush()

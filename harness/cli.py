@@ -21,6 +21,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
+from typing import NoReturn
 
 from harness import __version__
 from harness.errors import ConfigError, HarnessError, Interrupted
@@ -30,9 +31,9 @@ __all__ = ("COMMANDS", "build_parser", "main")
 #: Subcommand -> its one-line summary, in the order ``--help`` lists them. The command's module
 #: ``harness._commands.<name>`` is imported only when that command is named on the line.
 COMMANDS: dict[str, str] = {
-    "run": "run one workload task under chosen arms and compare what each cost",
+    "run": "run a workload task or your own (one, or a batch) under chosen arms; compare the cost",
     "bench": "run the 4-arm protocol on the real engine and report R1-R4 verdicts",
-    "tasks": "list or show the 48 seeded workload tasks and their gold labels",
+    "tasks": "list or show the workload's tasks (the 48 seeded and the families) and gold labels",
     "frontier": "closed-form wall time, tokens and crossover gaps per window (the cost model)",
     "engine": "prepare the packaged model, show engine settings, smoke-test the engine",
     "fabric": "run a task as a DAG of batched steps and report the PEF figures",
@@ -46,6 +47,15 @@ calling wastes. Four arms: S (serial), F (harness-flattened: certified fan-out w
 concurrently, results withheld until the absorb turn), P (native parallel), P+V (native
 parallel with a validator that resamples).
 """
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (``harness run: error: argument
+    --arm: invalid choice: 'X' (choose from ...)``) and a pointer to ``--help``, not the whole
+    usage block; exit status 2 as for every usage error. Subcommands inherit the class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def _add_logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -89,7 +99,7 @@ def _named_command(argv: Sequence[str]) -> str | None:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser, every command built (for references and tests); given ``argv``, the
     parser :func:`main` uses: every command listed, only the one ``argv`` names built."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="harness",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,

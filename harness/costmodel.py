@@ -275,13 +275,15 @@ class Regime:
         """Build a regime from a dict; missing keys take the nominal defaults.
 
         An unknown key is a :class:`ConfigError` that names it (and the closest known key),
-        so a typo never silently falls back to a default.
+        so a typo never silently falls back to a default. A ``source`` key (what each value is:
+        measured, declared or default, as a bench run's ``regime.json`` records) is read past.
         """
         if not isinstance(data, Mapping):
             raise ConfigError(
                 f"A regime must be a JSON object of parameters; got {type(data).__name__}. "
                 f"Known keys: {', '.join(_BY_NAME)}."
             )
+        data = {k: v for k, v in data.items() if k != "source"}
         for key in data:
             if key not in _BY_NAME:
                 close = difflib.get_close_matches(str(key), list(_BY_NAME), n=1)

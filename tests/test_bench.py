@@ -95,7 +95,10 @@ def test_R3_is_violated_when_F_loses_more_than_the_budget_and_reports_false_fill
             "h",
             "F",
             detector="phase_heuristic",
-            windows=[{"call_ids": ["a", "b"], "false_fill": True}],
+            windows=[
+                {"call_ids": ["a", "b"], "false_fill": True},
+                {"call_ids": ["c"], "false_fill": False},  # one call: not a certified window
+            ],
         )
     )
     verdict = verdict_r3(jobs, budget_pp=1.0)
@@ -153,8 +156,16 @@ def test_the_regime_estimator_recovers_injected_timings(tmp_path: Path) -> None:
     assert regime.decode_ms_per_token == pytest.approx(10.0, rel=0.01)
     assert regime.overhead_s == pytest.approx(0.030, abs=0.015)
     assert regime.tool_latency_s == pytest.approx(0.05, abs=0.02)
-    assert json.loads((tmp_path / "regime.json").read_text()) == summary["regime"]
-    assert (tmp_path / "report.md").read_text().startswith("# Benchmark report")
+    # regime.json is the regime the report's frontier is priced at, each value labelled.
+    on_disk = json.loads((tmp_path / "regime.json").read_text())
+    source = on_disk.pop("source")
+    assert on_disk == summary["facts"]["frontier_measured"]["regime"]
+    assert source["prefill_ms_per_token"] == "measured"
+    assert source["watts"] == "declared"
+    assert Regime.from_json({**on_disk, "source": source}) == Regime.from_json(on_disk)
+    report = (tmp_path / "report.md").read_text()
+    assert report.startswith("# Benchmark report")
+    assert "Frontier at the measured regime" in report  # every measurable parameter measured
 
 
 def test_a_restarted_bench_skips_finished_jobs_and_reruns_a_torn_one(tmp_path: Path) -> None:

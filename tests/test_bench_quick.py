@@ -52,10 +52,31 @@ def test_the_quick_plan_says_what_it_compares_and_what_it_skips() -> None:
     assert "each Ray worker's engine" in ray
 
 
+def test_the_quick_plan_on_the_scripted_engine_announces_only_the_jobs_it_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    assert main(["bench", "--quick", "--engine", "scripted", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0]
+    assert header.startswith("Quick comparison: arms S vs F vs P on the n = 6 fan-out tasks")
+    assert "easy_fan_out-04" not in header  # the model-policy jobs do not run here
+    assert "under the model policy" not in header
+    assert "Skipped here: the model-policy jobs (the scripted engine replays" in header
+    assert "6 jobs: 6 solved" in out
+
+
 def _job(
-    policy: str, success: bool, error: str | None = None, detector: str = "schema_sound"
+    policy: str,
+    success: bool,
+    error: str | None = None,
+    detector: str = "schema_sound",
+    kind: str = "fan_out",
 ) -> dict[str, Any]:
-    return {"policy": policy, "success": success, "error": error, "detector": detector}
+    return {
+        "policy": policy, "success": success, "error": error, "detector": detector, "kind": kind
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -80,6 +101,12 @@ def _job(
         (_job("gold", False, detector="phase_heuristic"), "control_failed"),
         (_job("oracle", False, "EngineDeadError: gone", "phase_heuristic"), "harness_failed"),
         (_job("model", False, detector="phase_heuristic"), "model_failed"),
+        # BFCL scores the calls made: a correct entry that then hit the stuck guard is solved
+        # (R4 counts it), a workload task that hit a budget is not.
+        (_job("model", True, "UsageLimitExceeded: stuck", kind="bfcl_simple"), "solved"),
+        (_job("model", False, "UsageLimitExceeded: stuck", kind="bfcl_simple"), "model_failed"),
+        (_job("model", True, "EngineDeadError: gone", kind="bfcl_simple"), "harness_failed"),
+        (_job("model", True, "UsageLimitExceeded: stuck"), "model_failed"),
     ],
 )
 def test_a_miss_is_the_model_s_only_when_the_model_chose_and_no_engine_failed(

@@ -9,7 +9,8 @@ How the pages are read (the conventions are on docs/development.md):
 - A block after the line ``<!-- example: engine -->`` needs the real in-process engine: it runs
   in the engine-marked job only.
 - A ```console block after ``<!-- example: console -->`` is a session: each ``$ harness ...``
-  command runs and must print exactly the lines that follow it.
+  command runs and must print exactly the lines that follow it (a run time such as
+  ``(13.3 s)`` aside); a ``$ echo $?`` line after it shows its exit status (else 0).
 - A block whose first line is a comment naming a test file (``# test_counters.py: ...``) is a
   pytest module: it runs under pytest and must pass.
 - Every ``harness ...`` line of a ```bash / ```console block parses with the real parser.
@@ -280,9 +281,10 @@ def test_the_block_reader_finds_markers_outputs_and_indented_fences(tmp_path):
     assert third.output is None, "an Output block belongs to the block right above it"
 
 
-def _sessions() -> list[tuple[str, str, str]]:
-    """``(where, command, expected output)`` of every command of every marked console block."""
-    found = []
+def _sessions() -> list[tuple[str, str, str, int]]:
+    """``(where, command, expected output, exit status)`` of every command of every marked
+    console block; a ``$ echo $?`` line after a command gives its exit status (else 0)."""
+    found: list[tuple[str, str, str, int]] = []
     for block in ALL_BLOCKS:
         if block.marker != "console":
             continue
@@ -290,8 +292,10 @@ def _sessions() -> list[tuple[str, str, str]]:
         output: list[str] = []
         for line in [*block.code.splitlines(), "$ "]:
             if line.startswith("$ "):
-                if command:
-                    found.append((block.where, command, "\n".join(output)))
+                if command == "echo $?" and found:
+                    found[-1] = (*found[-1][:3], int(output[0]))
+                elif command:
+                    found.append((block.where, command, "\n".join(output), 0))
                 command, output = line[2:].strip(), []
             else:
                 output.append(line)
@@ -299,10 +303,18 @@ def _sessions() -> list[tuple[str, str, str]]:
 
 
 SESSIONS = _sessions()
+#: A command's own run time ("22 claims: ... (13.3 s)") differs from run to run.
+_RUN_TIME = re.compile(r"\(\d+(?:\.\d+)? s\)")
 
 
-@pytest.mark.parametrize(("where", "command", "expected"), SESSIONS, ids=[s[0] for s in SESSIONS])
-def test_the_console_session_prints_what_the_page_shows(where, command, expected):
+def _session_lines(text: str) -> list[str]:
+    return [_RUN_TIME.sub("(N s)", line) for line in _lines(text)]
+
+
+@pytest.mark.parametrize(
+    ("where", "command", "expected", "status"), SESSIONS, ids=[s[0] for s in SESSIONS]
+)
+def test_the_console_session_prints_what_the_page_shows(where, command, expected, status):
     words = shlex.split(command)
     assert words[0] == "harness", f"{where}: a session runs harness commands only"
     done = subprocess.run(
@@ -315,8 +327,10 @@ def test_the_console_session_prints_what_the_page_shows(where, command, expected
         timeout=110,
         check=False,
     )
-    assert done.returncode == 0, f"{where}: `{command}` exited {done.returncode}:\n{done.stderr}"
-    assert _lines(done.stdout) == _lines(expected), (
+    assert done.returncode == status, (
+        f"{where}: `{command}` exited {done.returncode}, the page shows {status}:\n{done.stderr}"
+    )
+    assert _session_lines(done.stdout) == _session_lines(expected), (
         f"{where}: `{command}` printed\n{done.stdout}\nbut the page shows\n{expected}"
     )
 

@@ -110,3 +110,22 @@ def test_harness_bench_report_only_on_an_empty_directory_says_what_to_do(
 ) -> None:
     assert main(["bench", "--report-only", str(tmp_path)]) == 2
     assert "run `harness bench --out" in capsys.readouterr().err
+
+
+def test_the_run_transcript_of_the_benchmark_page_is_what_the_command_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import re
+    import shlex
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "benchmark.md").read_text()
+    command = "harness run --task fan_out-06 --engine scripted --latency 0"
+    shown = page.split(f"$ {command}\n", 1)[1].split("```", 1)[0]
+    assert main(shlex.split(command)[1:]) == 0
+    printed = capsys.readouterr().out
+
+    def masked(text: str) -> list[str]:  # the engine and wall seconds differ from run to run
+        return [re.sub(r"\d+\.\d\d(\s+)(\d+\.\d\d)(\s+)(yes|NO)$", r"s\1s\3\4", line.rstrip())
+                for line in text.strip().splitlines()]  # fmt: skip
+
+    assert masked(printed) == masked(shown)

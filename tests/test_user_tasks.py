@@ -390,3 +390,42 @@ def test_the_docs_note_store_example_runs_with_the_levers(
     assert jobs["S"]["success"]
     assert jobs["F"]["success"]
     assert [len(w["call_ids"]) for w in jobs["F"]["windows"]] == [3]
+
+
+@pytest.mark.parametrize(
+    ("keys", "says"),
+    [
+        (["a"], "F: did not flatten: 1 window(s) of 1 call, closed by slot_closure x1"),
+        ([], "F: did not flatten: no call joined a certified window"),
+    ],
+)
+def test_when_F_does_not_flatten_the_table_says_why(
+    manifest: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    keys: list[str],
+    says: str,
+) -> None:
+    from contextlib import asynccontextmanager
+
+    from harness._commands import run_user
+    from harness.testing import ScriptedEngine
+
+    def one_read(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        done = sum(1 for m in messages if m["role"] == "tool")
+        return {"name": "read_doc", "arguments": {"key": "a"}} if done == 0 else "Done."
+
+    @asynccontextmanager
+    async def engine(args: Any) -> Any:
+        async with ScriptedEngine(script=one_read) as scripted:
+            yield scripted
+
+    monkeypatch.setattr(run_user, "open_engine", engine)
+    argv = [
+        "run", "--toolset", "tests.user_toolset:make_toolset", "--manifest", str(manifest),
+        "--skill", "report", "--prompt", "Read a.", "--inputs", json.dumps({"keys": keys}),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert says in out
+    assert "S: did not flatten" not in out  # only F arms are told

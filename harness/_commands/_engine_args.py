@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from harness.engines.base import Engine
 from harness.errors import ConfigError
 
-__all__ = ("add_engine_arguments", "open_engine")
+__all__ = ("add_engine_arguments", "announce_engine_start", "open_engine")
 
 ENGINES = ("vllm", "http", "scripted")
 DTYPES = ("bfloat16", "float16", "float32")
@@ -57,7 +58,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         choices=DTYPES,
         default=None,
         help="for --engine vllm: the weights' dtype (default bfloat16). On a CPU without "
-        "native bf16 (AVX2 only) float32 prefills ~5x faster and decodes ~1.7x slower",
+        "native bf16 (AVX2 only) float32 prefills faster and decodes slower (twice the bytes)",
     )
     group.add_argument(
         "--speculate",
@@ -69,6 +70,11 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "arctic-inference); window: the harness drafts the window's predicted calls "
         "(from the manifest and the task inputs), then falls back to prompt lookup",
     )
+
+
+def announce_engine_start() -> None:
+    """Say on stderr that the in-process engine is starting (it is silent for 10-50 s)."""
+    print("starting the engine… (vLLM, in-process: 10-50 s)", file=sys.stderr, flush=True)
 
 
 @asynccontextmanager
@@ -104,5 +110,6 @@ async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
 
         speculative_config(speculate)  # a missing extra is a one-line ConfigError, now
         overrides["speculate"] = speculate
+    announce_engine_start()
     async with open_default_engine(args.model, **overrides) as engine:
         yield engine

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
 
-__all__ = ("UNSCORED_NOTE", "exit_status", "render_table")
+__all__ = ("UNSCORED_NOTE", "exit_status", "flatten_note", "render_table")
 
 
 def exit_status(jobs: list[dict[str, Any]], name: str = "label") -> int:
@@ -38,6 +38,43 @@ def _ok(job: dict[str, Any]) -> str:
 UNSCORED_NOTE = (
     "  ok -: the run finished; the task has no gold label (gold_answer, gold_calls) to check"
 )
+
+
+#: What each ``closed_by`` of a window record means, for the line under the table.
+CLOSED_BY = {
+    "slot_closure": "the phase's slots were filled",
+    "size_cap": "the window reached its size cap",
+    "closed": "a call outside the phase, or a turn with no call, closed it",
+    "aborted": "the run ended with it open",
+    "message": "one parallel message",
+    "batch": "one batch",
+}
+
+
+def flatten_note(job: dict[str, Any], name: str | None = None) -> str | None:
+    """For an F arm that ran no window of 2 or more calls, the line that says why: how each
+    window it opened closed (``closed_by``), or that no call joined a window; else None."""
+    label = str(job.get("label", ""))
+    if not str(job.get("arm", label)).startswith("F") or job.get("error"):
+        return None
+    windows = job.get("windows") or []
+    if any(len(w.get("call_ids", ())) >= 2 for w in windows):
+        return None
+    who = name or label
+    if not windows:
+        return (
+            f"  {who}: did not flatten: no call joined a certified window (no fan-out phase of "
+            "the skill matched its calls), so every call ran serially"
+        )
+    counts: dict[str, int] = {}
+    for window in windows:
+        reason = str(window.get("closed_by") or "closed")
+        counts[reason] = counts.get(reason, 0) + 1
+    reasons = "; ".join(
+        f"{reason} x{count} ({CLOSED_BY.get(reason, 'see the --json records')})"
+        for reason, count in counts.items()
+    )
+    return f"  {who}: did not flatten: {len(windows)} window(s) of 1 call, closed by {reasons}"
 
 
 def render_table(jobs: list[dict[str, Any]]) -> str:

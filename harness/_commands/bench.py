@@ -207,7 +207,12 @@ def run(args: argparse.Namespace) -> int:
     if plan.quick and not plan.task_ids:  # said before the engine's minute of start-up
         from harness.bench.runner import quick_description
 
-        print(quick_description(plan, distributed=args.ray is not None), flush=True)
+        print(
+            quick_description(
+                plan, distributed=args.ray is not None, scripted=args.engine == "scripted"
+            ),
+            flush=True,
+        )
 
     async def go() -> dict[str, Any]:
         if args.ray is not None:
@@ -238,8 +243,9 @@ _KEPT_META = ("engine", "plan", "bench_wall_s", "segment_wall_s", "executor", "v
 
 
 def _stored_meta(out: Path, current_versions: dict[str, str]) -> dict[str, Any]:
-    """The meta of the run's own summary.json (engine, plan, command, walls, executor,
-    versions), so a re-report keeps them; an older run recorded its command without ``bench``
+    """The meta of the run's own files: its plan from ``plan.json``; engine, command, walls,
+    executor and versions from its ``summary.json`` when there is one, so a re-report keeps
+    them; an older run recorded its command without ``bench``
     (a bug since fixed): it is put back."""
     import json
 
@@ -247,8 +253,20 @@ def _stored_meta(out: Path, current_versions: dict[str, str]) -> dict[str, Any]:
     try:
         stored = json.loads((out / "summary.json").read_text(encoding="utf-8")).get("meta", {})
     except (OSError, ValueError):
-        return meta
+        stored = {}
     meta.update({k: v for k, v in stored.items() if k in _KEPT_META})
+    # The plan is the run's own plan.json (the loops that shared the engine decide R1's
+    # verdict), whether or not an old summary.json is there.
+    try:
+        settings = json.loads((out / "plan.json").read_text(encoding="utf-8")).get("settings")
+    except (OSError, ValueError):
+        settings = None
+    if isinstance(settings, dict):
+        meta["plan"] = {**meta.get("plan", {}), **settings}
+        if "engine" not in stored and settings.get("engine_label"):
+            meta["engine"] = settings["engine_label"]
+    if "plan" not in meta:
+        return meta
     command = str(meta.get("plan", {}).get("command", ""))
     if command.startswith("harness ") and not command.startswith("harness bench"):
         meta["plan"] = {**meta["plan"], "command": "harness bench " + command[len("harness ") :]}
@@ -295,7 +313,10 @@ def _exit_status(jobs: Sequence[Mapping[str, Any]], out: Path) -> int:
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
     print()
-    print("per window size n (seconds, median; measured | closed form at the measured regime):")
+    from harness.bench.report_facts import regime_name
+
+    at = regime_name(summary["facts"]["regime_provenance"])
+    print(f"per window size n (seconds, median; measured | closed form at {at}):")
     print(f"{'n':>3} {'S':>13} {'F':>13} {'F+eager':>8} {'F+spec':>8} {'P':>13} {'F dividend':>17}")
     for row in summary["per_n"]:
         m, p = row["measured"], row["predicted"]

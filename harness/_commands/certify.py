@@ -24,10 +24,17 @@ the toolset's factory. Claims checked:
   idempotent     calling twice leaves the same state and result as calling once
   write_targets  a call changes nothing outside its declared write targets
                  (needs resources(state); otherwise "unverified", never "passed")
+  targets_canonical
+                 (a writer whose targets name arguments) two spellings of an argument that
+                 change one resource declare overlapping targets
+  identity       (an argument whose identity comes from the store's identity= function)
+                 the function is idempotent and gives one record one identity
   commutes       every window the certifier certifies, run concurrently in random start
                  orders and interleavings, equals the serial run in emitted order
   D2             (with --manifest) no certified window holds a call whose argument is a
                  result of another call of that window
+  speculable     (a writer that opts in to certified speculation) run twice with one key,
+                 or before a call it commutes with, changes nothing
 
 A false claim is shrunk to a minimal counterexample: the tool, the claim, the arguments, the
 two outcomes that differ, and what to change. Tools outside the process (open_world) and

@@ -1,4 +1,5 @@
-"""``harness run``: run one workload task under one or more arms and print what each cost."""
+"""``harness run``: run a workload task, or your own tasks, under one or more arms and print
+what each cost."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from harness._commands._run_dir import (
     resume_hint,
 )
 from harness._commands._signals import until_signalled
-from harness._commands._table import exit_status, render_table
+from harness._commands._table import exit_status, flatten_note, render_table
 from harness._commands.run_user import (
     add_user_task_arguments,
     is_user_task,
@@ -87,7 +88,7 @@ _WORKLOAD_DEFAULTS: dict[str, Any] = {
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "run",
-        help="run one workload task under chosen arms and compare what each cost",
+        help="run a workload task or your own (one, or a batch) under chosen arms; compare the cost",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -280,6 +281,9 @@ def _print_jobs(args: argparse.Namespace, wt: Any, jobs: list[dict[str, Any]]) -
         for job in jobs:
             if job["failures"]:
                 print(f"  {job['label']}: " + "; ".join(job["failures"][:3]))
+            note = flatten_note(job)
+            if note:
+                print(note)
             false_fills = sum(1 for w in job.get("windows", []) if w.get("false_fill"))
             if false_fills:
                 print(

@@ -350,7 +350,7 @@ def _run_batch(
 
 
 def _report(args: argparse.Namespace, jobs: list[dict[str, Any]], head: str) -> int:
-    from harness._commands._table import UNSCORED_NOTE, exit_status, render_table
+    from harness._commands._table import UNSCORED_NOTE, exit_status, flatten_note, render_table
 
     if args.json:
         print(json.dumps(jobs, indent=2, sort_keys=True, default=str))
@@ -366,6 +366,9 @@ def _report(args: argparse.Namespace, jobs: list[dict[str, Any]], head: str) -> 
                 print(f"  {name} answer: {str(job['answer'])[:200]}")
             if job["failures"]:
                 print(f"  {name}: " + "; ".join(job["failures"][:3]))
+            note = flatten_note(job, name)
+            if note:
+                print(note)
             resumed = journal_line(job)
             if resumed:
                 print(f"  {name}: {resumed}")

@@ -204,9 +204,11 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
         ) as http:
             yield http
         return
+    from harness._commands._engine_args import announce_engine_start
     from harness.engines.vllm import open_default_engine
 
     speculate = getattr(args, "speculate", "none")
+    announce_engine_start()
     async with open_default_engine(args.model, speculate=speculate) as engine:
         yield engine
 

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``harness tasks list|show`` to the CLI."""
     parser = sub.add_parser(
         "tasks",
-        help="list or show the 48 seeded workload tasks and their gold labels",
+        help="list or show the workload's tasks (the 48 seeded and the families) and gold labels",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

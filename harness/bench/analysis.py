@@ -161,11 +161,6 @@ def measure_windows(jobs: Sequence[Job], *, policy: str = "gold") -> list[Window
     return out
 
 
-def _median(values: Iterable[float], default: float) -> float:
-    data = [v for v in values if math.isfinite(v)]
-    return statistics.median(data) if data else default
-
-
 def estimate_regime(jobs: Sequence[Job], *, base: Regime | None = None) -> Regime:
     """The closed form's parameters as this run measured them (see the README's benchmark
     section for each estimator). Parameters the run cannot measure (accuracy budget, watts,
@@ -196,9 +191,16 @@ def measured_regime_values(jobs: Sequence[Job], *, base: Regime | None = None) -
     overhead = [
         max(0.0, t["wall_s"] - t["prefill_s"] - t["decode_s"]) for t in turns if t["engine_s"] > 0
     ]
-    values["prefill_ms_per_token"] = _median(prefill, base.prefill_ms_per_token)
-    values["decode_ms_per_token"] = _median(decode, base.decode_ms_per_token)
-    values["overhead_s"] = _median(overhead, base.overhead_s)
+    # Only what this run's turns give: with no gold S turn to time, the base value stands (and
+    # the report says "default", never "measured").
+    for name, data in (
+        ("prefill_ms_per_token", prefill),
+        ("decode_ms_per_token", decode),
+        ("overhead_s", overhead),
+    ):
+        finite = [v for v in data if math.isfinite(v)]
+        if finite:
+            values[name] = statistics.median(finite)
     latencies = [c["finished"] - c["started"] for c in calls]
     if latencies:
         values["tool_latency_s"] = statistics.fmean(latencies)
@@ -407,11 +409,12 @@ def verdict_r3(jobs: Sequence[Job], *, budget_pp: float = 1.0) -> Verdict:
             for j in jobs
             if j.get("arm") == "F" and j.get("detector", "schema_sound") == detector
             for w in j.get("windows", [])
+            if len(w.get("call_ids", ())) >= 2  # a one-call window cannot false-fill
         ]
         fills = sum(1 for w in windows if w.get("false_fill"))
         figures[f"false_fill_{detector}"] = [fills, len(windows)]
         if windows:
-            parts.append(f"{detector} false fills {fills}/{len(windows)} windows")
+            parts.append(f"{detector} false fills {fills}/{len(windows)} windows (n ≥ 2)")
     if held is None:
         return Verdict("R3", None, "no gold-labelled task ran under both S and F", figures)
     return Verdict(

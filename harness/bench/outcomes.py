@@ -8,6 +8,9 @@ progress line and the exit status keep them apart:
   a budget (:class:`~harness.errors.UsageLimitExceeded`: the stuck-loop guard, the turn or
   model-mistake budget; or :class:`~harness.errors.ContextWindowExceeded`: the chat outgrew
   the engine's context), is a measurement of the model, not a defect.
+- A BFCL entry is scored on the calls the model made (BFCL's checker): one scored correct is
+  **solved** even when the model then ran into a budget (it repeated its call until the
+  stuck-loop guard), as R4 counts it.
 - **control** (``"control_failed"``): the phase-heuristic control missed. Under a forced
   policy (``gold``, ``oracle``) a job run with the ``phase_heuristic`` detector — the unsound
   detector the protocol runs *as a control* — that misses its label or ends in a budget is
@@ -55,11 +58,15 @@ def error_kind(job: Mapping[str, Any]) -> str | None:
     return str(error).split(":", 1)[0].strip() or "error"
 
 
+def _bfcl(job: Mapping[str, Any]) -> bool:
+    return str(job.get("kind", "")).startswith("bfcl")
+
+
 def outcome(job: Mapping[str, Any]) -> Outcome:
     """Whether ``job`` solved its task, the model could not, or the harness failed."""
     kind = error_kind(job)
-    if kind is None and job.get("success"):
-        return "solved"
+    if job.get("success") and (kind is None or (kind in _MODEL_ERRORS and _bfcl(job))):
+        return "solved"  # a BFCL entry is scored on its calls: a budget after them undoes nothing
     if job.get("policy") != "model":
         if job.get("detector") == "phase_heuristic" and (kind is None or kind in _MODEL_ERRORS):
             return "control_failed"  # the unsound control's false fills cost the task (R3)

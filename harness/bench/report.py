@@ -29,7 +29,7 @@ from harness.bench.analysis import (
     verdict_r4,
 )
 from harness.bench.bfcl import CATEGORIES, BFCLDataError, data_quirks
-from harness.bench.report_facts import facts, format_cell, markdown, regime_markdown
+from harness.bench.report_facts import facts, format_cell, markdown, regime_markdown, regime_name
 from harness.bench.report_family import (
     answer_baselines,
     family_accuracy,
@@ -199,10 +199,20 @@ def write_report(
     (out / "summary.json").write_text(
         json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
     )
-    (out / "regime.json").write_text(json.dumps(regime.to_json(), indent=2) + "\n")
+    (out / "regime.json").write_text(json.dumps(regime_file(report_facts), indent=2) + "\n")
     plots = _plots(summary, regime, out)
     (out / "report.md").write_text(_markdown(summary, plots))
     return summary
+
+
+def regime_file(report_facts: Mapping[str, Any]) -> dict[str, Any]:
+    """``regime.json``: the regime the report's frontier is priced at (the measured g and φ where
+    the run measured them) and, under ``source``, what each value is: measured, declared or
+    default (``harness frontier --params`` reads it; ``source`` is ignored there)."""
+    return {
+        **report_facts["frontier_measured"]["regime"],
+        "source": dict(report_facts["regime_provenance"]),
+    }
 
 
 def _speculation(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
@@ -275,11 +285,12 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
     lines += regime_markdown(summary["regime"], summary["facts"])
     lines += [
         "",
-        f"Flip window n* at the measured regime and the declared g: {format_cell(summary['n_star_measured_regime'])}.",
+        f"Flip window n* at {regime_name(summary['facts']['regime_provenance'])} and the declared g: {format_cell(summary['n_star_measured_regime'])}.",
         "",
     ]
     lines += [
-        "## Wall time per certified window: measured (median) vs closed form at the measured regime",
+        "## Wall time per certified window: measured (median) vs closed form at "
+        + regime_name(summary["facts"]["regime_provenance"]),
         "",
         "| n | windows | S meas | S pred | F meas | F pred | F+eager meas | F+spec meas | F+spec pred | P meas | P pred | P+V meas | F dividend meas | F dividend pred | eager extra |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -404,8 +415,12 @@ def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:
             "P": "tab:green",
             "P+V": "tab:olive",
         }
+        ran = {arm for r in rows for arm in r["measured"]}  # the legend lists only arms that ran
         for arm, fn in curves.items():
-            ax.plot(ns, [fn(regime, n) for n in ns], color=colors[arm], label=f"{arm} closed form")
+            if arm in ran:
+                ax.plot(
+                    ns, [fn(regime, n) for n in ns], color=colors[arm], label=f"{arm} closed form"
+                )
         for arm in ARMS:
             pts = [(r["n"], r["measured"][arm]) for r in rows if arm in r["measured"]]
             if pts:
@@ -424,15 +439,16 @@ def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:
     if tokens:
         fig, ax = plt.subplots(figsize=(7, 4))
         kinds = list(tokens)
-        width = 0.15
-        for i, arm in enumerate(ARMS):
+        arms = [arm for arm in ARMS if any(arm in tokens[k] for k in kinds)]  # only arms that ran
+        width = 0.8 / max(1, len(arms))
+        for i, arm in enumerate(arms):
             ax.bar(
                 [k + i * width for k in range(len(kinds))],
                 [tokens[k].get(arm, 0) for k in kinds],
                 width,
                 label=arm,
             )
-        ax.set_xticks([k + 2 * width for k in range(len(kinds))], kinds)
+        ax.set_xticks([k + (len(arms) - 1) * width / 2 for k in range(len(kinds))], kinds)
         ax.set_ylabel("billed tokens per task (mean)")
         ax.set_title("Token bill per arm (gold policy)")
         ax.legend(fontsize=8)
@@ -442,14 +458,15 @@ def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:
         names.append("tokens.png")
     accuracy = summary["accuracy"]
     if accuracy:
-        fig, ax = plt.subplots(figsize=(7, 4))
         labels, values = [], []
-        for policy, arms in accuracy.items():
-            for arm, (ok, n) in arms.items():
-                labels.append(f"{policy}\n{arm}")
+        for policy, by_arm in accuracy.items():
+            for arm, (ok, n) in by_arm.items():
+                labels.append(f"{policy} {arm}")
                 values.append(100 * ok / n)
+        fig, ax = plt.subplots(figsize=(max(7.0, 0.45 * len(values)), 4.5))
         ax.bar(range(len(values)), values, color="tab:purple")
-        ax.set_xticks(range(len(values)), labels, fontsize=7)
+        # Rotated, anchored at their right end: long labels never overlap their neighbours.
+        ax.set_xticks(range(len(values)), labels, fontsize=7, rotation=45, ha="right")
         ax.set_ylabel("tasks meeting the gold label (%)")
         ax.set_title("Task accuracy by arm and policy")
         fig.tight_layout()

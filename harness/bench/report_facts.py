@@ -18,7 +18,7 @@ from harness.bench.outcomes import error_kind, outcome, outcome_counts
 from harness.bench.segments import load_segments
 from harness.costmodel import Regime
 
-__all__ = ("facts", "format_cell", "markdown")
+__all__ = ("DECLARED", "DEFAULT", "facts", "format_cell", "markdown", "regime_name")
 
 Job = Mapping[str, Any]
 _WORKLOAD = ("fan_out", "chain", "mixed")
@@ -28,7 +28,8 @@ def _errors_by_policy(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, int]
     """``{policy: {error kind: {"model": n, "control": n, "harness": n}}}``: every error,
     whose it is (the model's, the phase-heuristic control's, or the harness's)."""
     out: dict[str, dict[str, Counter[str]]] = {}
-    whose_of = {"model_failed": "model", "control_failed": "control"}
+    # A BFCL entry scored correct that then ran into a budget is solved; its budget is the model's.
+    whose_of = {"model_failed": "model", "control_failed": "control", "solved": "model"}
     for job in jobs:
         kind = error_kind(job)
         if kind is None:
@@ -105,6 +106,40 @@ def _false_fill_rate(rows: Sequence[Mapping[str, Any]]) -> float | None:
     return None
 
 
+#: Regime parameters the protocol declares (a bench run never measures them, or measures g and
+#: φ elsewhere: BFCL, the heuristic control): unmeasured, their value is a declaration.
+DECLARED = frozenset(
+    {"accuracy_budget_pp", "watts", "false_fill_fail_share", "gap_pp", "false_fill_rate"}
+)
+#: The label of a parameter a run could have measured but did not (no gold-policy S turn, call or
+#: schema-sound F window to measure it from): the cost model's default value stands in.
+DEFAULT = "default (not measured by this run)"
+#: What a gold-policy S job measures: without one, the closed form is priced at the defaults.
+_TIMED = ("prefill_ms_per_token", "decode_ms_per_token", "overhead_s", "prefix_tokens")
+
+
+def _source(name: str, measured: set[str]) -> str:
+    if name in measured:
+        return "measured"
+    return "declared" if name in DECLARED else DEFAULT
+
+
+def regime_name(provenance: Mapping[str, str]) -> str:
+    """Which regime the closed form was priced at, for a heading: ``the measured regime`` when
+    every measurable parameter was measured; else it names the defaults that stood in."""
+    defaults = [name for name, source in provenance.items() if source == DEFAULT]
+    if not defaults:
+        return "the measured regime"
+    if not any(source.startswith("measured") for source in provenance.values()):
+        return "the nominal regime (the cost model's defaults: this run measured none of it)"
+    if all(provenance.get(n) == DEFAULT for n in _TIMED):
+        return (
+            "the nominal regime (the cost model's defaults: this run had no gold-policy S job "
+            "to measure it from)"
+        )
+    return f"this run's regime ({', '.join(defaults)} at their defaults: not measured)"
+
+
 def facts(
     jobs: Sequence[Job],
     out: Path,
@@ -118,9 +153,7 @@ def facts(
     windows = _window_counts(jobs)
     measured = set(measured_regime_values(jobs))
     phi = _false_fill_rate(windows)
-    provenance = {
-        name: ("measured" if name in measured else "declared") for name in regime.to_json()
-    }
+    provenance = {name: _source(name, measured) for name in regime.to_json()}
     at_measured = regime
     if measured_gap_pp is not None:
         at_measured = replace(at_measured, gap_pp=min(100.0, max(0.0, measured_gap_pp)))
@@ -176,7 +209,8 @@ def markdown(f: Mapping[str, Any]) -> list[str]:
         "A miss under a forced policy (gold, oracle) with the schema-sound detector, or an engine "
         "error, is a harness failure; a miss or a budget under the model policy is the model's; "
         "a miss of the phase-heuristic control under a forced policy is the cost of its false "
-        "fills (what R3 measures).",
+        "fills (what R3 measures). A BFCL entry its checker scores correct is solved, even when "
+        "the model then ran into a budget (R4 counts it; its budget is listed as the model's).",
         "",
         "| policy | solved | the model could not solve it | the heuristic control missed | "
         "harness failures |",
@@ -242,8 +276,8 @@ def regime_markdown(regime: Mapping[str, Any], f: Mapping[str, Any]) -> list[str
     g = frontier["g_T_star_pp"]
     lines += [
         "",
-        "Frontier at the measured regime, with the measured g and false-fill rate where this "
-        f"run measured them: n* = {format_cell(frontier['n_star'])} "
+        f"Frontier at {regime_name(provenance)}, with the measured g and false-fill rate where "
+        f"this run measured them: n* = {format_cell(frontier['n_star'])} "
         f"(g = {format_cell(at['gap_pp'])}pp); g_T* = {format_cell(g[2])} / {format_cell(g[6])} / {format_cell(g[10])}pp "
         f"at n = 2 / 6 / 10; the phase-heuristic detector's expected cost 100·φ·w·f = "
         f"{format_cell(frontier['heuristic_cost_pp'])}pp (φ = {format_cell(at['false_fill_rate'], 3)}, "

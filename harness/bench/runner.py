@@ -163,24 +163,38 @@ QUICK_MODEL_TASKS: tuple[str, ...] = ("easy_fan_out-04", "easy_fan_out-10")
 QUICK_ARMS: tuple[str, ...] = ("S", "F", "P")
 
 
-def quick_description(plan: BenchPlan, *, distributed: bool = False) -> str:
+def quick_description(plan: BenchPlan, *, distributed: bool = False, scripted: bool = False) -> str:
     """What ``--quick`` compares, said before it starts (``distributed``: the jobs run on Ray
-    workers, each with its own engine)."""
+    workers, each with its own engine; ``scripted``: the scripted engine, which replays forced
+    calls only, so the model-policy jobs do not run and are not announced)."""
     arms = [a for a in QUICK_ARMS if a in plan.arms]
     sharing = (
         f"Up to {plan.concurrency} loops share each Ray worker's engine."
         if distributed
         else f"{plan.concurrency} loops share one engine."
     )
+    gold = "gold" in plan.policies
+    model = "model" in plan.policies and not scripted
+    parts = []
+    if gold:
+        parts.append(
+            f"on the n = 6 fan-out tasks {', '.join(QUICK_GOLD_TASKS)} under the gold policy "
+            "(decoding forced to the gold calls: same tokens in every arm, so any wall-time "
+            "difference is the harness's)"
+        )
+    if model:
+        parts.append(
+            f"{'the same arms ' if gold else ''}on {', '.join(QUICK_MODEL_TASKS)} (a write and a "
+            "read task of the easy_fan_out family, --skill-tools --open-slots) under the model "
+            "policy (the 135M model chooses; when it cannot solve the task that is a "
+            "measurement, not a harness failure)"
+        )
+    skipped = ["the phase-heuristic control", "BFCL (R4)", "chain and mixed tasks"]
+    if scripted and "model" in plan.policies:
+        skipped.insert(0, "the model-policy jobs (the scripted engine replays forced calls only)")
     return (
-        f"Quick comparison: arms {' vs '.join(arms)} on the n = 6 fan-out tasks "
-        f"{', '.join(QUICK_GOLD_TASKS)} under the gold policy (decoding forced to the gold calls: "
-        "same tokens in every arm, so any wall-time difference is the harness's), and the same "
-        f"arms on {', '.join(QUICK_MODEL_TASKS)} (a write and a read task of the easy_fan_out "
-        "family, --skill-tools --open-slots) under the model policy (the 135M model chooses; "
-        "when it cannot solve the task that is a measurement, not a harness failure). "
-        f"{sharing} Skipped here: the phase-heuristic control, "
-        "BFCL (R4), chain and mixed tasks: `harness bench` runs the whole protocol."
+        f"Quick comparison: arms {' vs '.join(arms)} {', and '.join(parts) or 'on no task'}. "
+        f"{sharing} Skipped here: {', '.join(skipped)}: `harness bench` runs the whole protocol."
     )
 
 
