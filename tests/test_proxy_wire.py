@@ -7,6 +7,7 @@ shows it, streams parse, and every mistake is that API's 400."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from typing import Any
 
@@ -493,3 +494,60 @@ async def test_the_anthropic_clients_api_key_header_is_accepted() -> None:
         wrong = await http.post("/messages", headers={"x-api-key": "nope"}, json={})
     assert wrong.status_code == 401
     assert wrong.json()["error"]["type"] == "authentication_error"
+
+
+# -- the OpenAI Agents SDK ----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("agents") is None,
+    reason="the OpenAI Agents SDK is not installed (pip install 'agent-harness[clients]')",
+)
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_agents_sdk_agent_on_its_default_responses_model_gets_a_window_in_one_turn(
+    streamed: bool,
+) -> None:
+    import agents  # seconds to import: only here
+
+    engine = ScriptedEngine(survey_script)
+    ran: list[str] = []
+
+    @agents.function_tool
+    async def read_doc(key: str) -> str:
+        """Read one document."""
+        ran.append(key)
+        return f"text of {key}"
+
+    @agents.function_tool
+    async def write_report(text: str) -> str:
+        """Write the report."""
+        ran.append(text)
+        return f"text of {text}"
+
+    agent = agents.Agent(
+        name="surveyor",
+        instructions=SYSTEM,
+        tools=[read_doc, write_report],
+        model="m",  # a model name: the default provider's Responses model
+        model_settings=agents.ModelSettings(extra_body=INPUTS),
+    )
+    async with in_process_client(make_app(engine)) as http:
+        provider = agents.OpenAIProvider(openai_client=_openai(http))
+        config = agents.RunConfig(model_provider=provider, tracing_disabled=True)
+        if streamed:
+            result: Any = agents.Runner.run_streamed(agent, TASK, run_config=config)
+            async for _ in result.stream_events():
+                pass
+        else:
+            result = await agents.Runner.run(agent, TASK, run_config=config)
+    assert result.final_output == ANSWER
+    assert all(
+        str(r.response_id).startswith("resp_") for r in result.raw_responses
+    )  # /v1/responses
+    assert ran == [*KEYS, "all read"]
+    # the window in one model turn (the agent ran its 3 calls together), then the report, the answer
+    assert len(result.raw_responses) == 3
+    calls = [o for o in result.raw_responses[0].output if o.type == "function_call"]
+    assert len(calls) == 3
+    _no_parallel(engine)
+    assert _seen(engine) == _seen(await _chat_run())

@@ -14,22 +14,47 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
-
-from harness._logging import get_logger
-from harness.errors import EngineError, HarnessError
-from harness.proxy.protocol import BadRequest, ChatRequest
-
-if TYPE_CHECKING:
-    from harness.proxy.app import ProxyService, Served
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-__all__ = ("ChatChunk", "WireApi", "chat_chunks", "wire_endpoint")
+from harness._logging import get_logger
+from harness.errors import EngineError, HarnessError
+from harness.proxy.flatten import ProxyState
+from harness.proxy.overhead import Kind, Overheads
+from harness.proxy.protocol import BadRequest, ChatRequest
+
+__all__ = ("ChatChunk", "WireApi", "chat_chunks", "sse", "wire_endpoint")
 
 _log = get_logger("harness.proxy")
+
+
+class _Served(Protocol):
+    """What :class:`~harness.proxy.app.Served` holds (this module does not import the app)."""
+
+    @property
+    def body(self) -> dict[str, Any] | None: ...
+    @property
+    def headers(self) -> dict[str, str]: ...
+    @property
+    def kind(self) -> Kind: ...
+    @property
+    def state(self) -> ProxyState: ...
+    @property
+    def chunks(self) -> AsyncIterator[str] | None: ...
+
+
+class _Service(Protocol):
+    """What a route needs of :class:`~harness.proxy.app.ProxyService`."""
+
+    @property
+    def config(self) -> Any: ...  # ProxyConfig
+    @property
+    def overheads(self) -> Overheads: ...
+    def hide(self, text: str) -> str: ...
+    async def complete(self, request: ChatRequest, headers: Mapping[str, str]) -> _Served: ...
 
 
 class WireApi(Protocol):
@@ -100,7 +125,7 @@ def _error_status_kind(exc: Exception, upstream: str) -> tuple[int, str, str]:
     return 500, "server_error", f"{type(exc).__name__}: {exc}"
 
 
-def wire_endpoint(service: ProxyService, api: WireApi) -> Any:
+def wire_endpoint(service: _Service, api: WireApi) -> Callable[[Request], Awaitable[Response]]:
     """The Starlette endpoint of ``api`` over ``service``."""
     cfg = service.config
 
@@ -173,9 +198,9 @@ def wire_endpoint(service: ProxyService, api: WireApi) -> Any:
 
 
 def _respond(
-    service: ProxyService,
+    service: _Service,
     api: WireApi,
-    served: Served,
+    served: _Served,
     parsed: ChatRequest,
     started: tuple[float, float],
 ) -> Response:
