@@ -13,13 +13,18 @@ from typing import Any
 
 import openai
 import pytest
+from openai.types.responses import ResponseErrorEvent
 
-from harness.proxy import in_process_client
+from harness.engines.base import Completion
+from harness.proxy import ProxyConfig, build_app, in_process_client, messages_api, responses_api
 from harness.testing import ScriptedEngine
 from tests.test_proxy import KEYS, TOOLS, client_loop, make_app, opening, run_tool, survey_script
+from tests.test_proxy_streaming import BrokenStream
 
 pytestmark = pytest.mark.anyio
 
+UPSTREAM = "http://10.0.0.9:8000/v1"
+SECRET = "sk-secret-upstream"
 SYSTEM = str(opening()[0]["content"])
 TASK = str(opening()[1]["content"])
 INPUTS = {"harness_inputs": {"keys": KEYS}}
@@ -268,6 +273,66 @@ async def test_responses_bodies_that_are_not_json_are_a_400_not_a_traceback() ->
     assert "not valid JSON" in response.json()["error"]["message"]
 
 
+async def test_a_responses_reply_cut_at_max_output_tokens_is_an_incomplete_response() -> None:
+    engine = ScriptedEngine(lambda messages, tools: Completion("cut sh", finish_reason="length"))
+    async with in_process_client(make_app(engine)) as http:
+        response = await _openai(http).responses.create(model="m", input="hi", max_output_tokens=2)
+    assert response.status == "incomplete"
+    assert response.incomplete_details is not None
+    assert response.incomplete_details.reason == "max_output_tokens"
+    assert response.output_text == "cut sh"
+    assert engine.requests[0].settings.max_tokens == 2
+
+
+async def test_a_responses_stream_broken_after_its_first_delta_ends_with_error_events() -> None:
+    config = ProxyConfig(upstream=UPSTREAM, secrets_to_hide=(SECRET,))
+    async with in_process_client(build_app(BrokenStream(after_first=True), config)) as http:
+        stream = await _openai(http).responses.create(model="m", input="hi", stream=True)
+        events = [event async for event in stream]
+    kinds = [e.type for e in events]
+    assert kinds[-2:] == ["error", "response.failed"]
+    assert "response.output_text.delta" in kinds
+    error = events[-2]
+    assert isinstance(error, ResponseErrorEvent)
+    assert UPSTREAM in error.message
+    assert SECRET not in error.message
+
+
+async def test_a_responses_upstream_that_cannot_start_is_a_502_in_openai_shape() -> None:
+    config = ProxyConfig(upstream=UPSTREAM, secrets_to_hide=(SECRET,))
+    async with in_process_client(build_app(BrokenStream(after_first=False), config)) as http:
+        with pytest.raises(openai.APIStatusError) as raised:
+            await _openai(http).responses.create(model="m", input="hi", stream=True)
+    assert raised.value.status_code == 502
+    assert UPSTREAM in raised.value.message
+    assert SECRET not in raised.value.message
+
+
+def test_an_assistant_message_and_the_function_calls_after_it_are_one_chat_message() -> None:
+    chat = responses_api.chat_body(
+        {
+            "model": "m",
+            "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": "go"}]},
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "reading", "annotations": []}],
+                },
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                {"type": "function_call", "call_id": "c2", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c2", "output": "two"},
+                {"type": "function_call_output", "call_id": "c1", "output": "one"},
+            ],
+        }
+    )
+    messages = chat["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool"]
+    assert messages[1]["content"] == "reading"
+    assert [c["id"] for c in messages[1]["tool_calls"]] == ["c1", "c2"]
+    assert [m["tool_call_id"] for m in messages[2:]] == ["c2", "c1"]  # as the client sent them
+
+
 # -- the Messages API ---------------------------------------------------------------------------
 
 try:
@@ -494,6 +559,105 @@ async def test_the_anthropic_clients_api_key_header_is_accepted() -> None:
         wrong = await http.post("/messages", headers={"x-api-key": "nope"}, json={})
     assert wrong.status_code == 401
     assert wrong.json()["error"]["type"] == "authentication_error"
+
+
+@needs_anthropic
+async def test_a_messages_reply_cut_at_max_tokens_says_so() -> None:
+    engine = ScriptedEngine(lambda messages, tools: Completion("cut sh", finish_reason="length"))
+    async with _anthropic(make_app(engine)) as client:
+        reply = await client.messages.create(
+            model="m", max_tokens=2, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert reply.stop_reason == "max_tokens"
+    assert reply.content[0].text == "cut sh"
+
+
+@needs_anthropic
+async def test_a_messages_stream_broken_after_its_first_delta_raises_in_the_client() -> None:
+    config = ProxyConfig(upstream=UPSTREAM, secrets_to_hide=(SECRET,))
+    async with _anthropic(build_app(BrokenStream(after_first=True), config)) as client:
+        stream = await client.messages.create(
+            model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        with pytest.raises(anthropic.APIError) as raised:
+            async for _ in stream:
+                pass
+    assert UPSTREAM in str(raised.value)
+    assert SECRET not in str(raised.value)
+
+
+@needs_anthropic
+async def test_a_messages_upstream_that_cannot_start_is_a_502_in_anthropic_shape() -> None:
+    config = ProxyConfig(upstream=UPSTREAM, secrets_to_hide=(SECRET,))
+    app = build_app(BrokenStream(after_first=False), config)
+    async with in_process_client(app) as http:
+        response = await http.post(
+            "/messages",
+            json={
+                "model": "m",
+                "max_tokens": 8,
+                "messages": [{"role": "user", "content": "hi"}],
+                "stream": True,
+            },
+        )
+    assert response.status_code == 502
+    assert response.json()["type"] == "error"
+    assert response.json()["error"]["type"] == "api_error"
+    assert UPSTREAM in response.text
+    assert SECRET not in response.text
+
+
+def test_tool_results_are_tool_messages_in_the_order_sent_and_the_text_follows() -> None:
+    chat = messages_api.chat_body(
+        {
+            "model": "m",
+            "max_tokens": 8,
+            "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "x"}}],
+            "messages": [
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "reading"},
+                        {"type": "tool_use", "id": "t1", "name": "f", "input": {"b": 1, "a": 2}},
+                        {"type": "tool_use", "id": "t2", "name": "f", "input": {}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "t2", "content": "two"},
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t1",
+                            "content": [{"type": "text", "text": "no such doc"}],
+                            "is_error": True,
+                        },
+                        {"type": "text", "text": "and then?"},
+                    ],
+                },
+            ],
+        }
+    )
+    assert chat["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": "reading",
+            "tool_calls": [
+                {
+                    "id": "t1",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": '{"b": 1, "a": 2}'},
+                },
+                {"id": "t2", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t2", "content": "two"},
+        {"role": "tool", "tool_call_id": "t1", "content": "Error: no such doc"},
+        {"role": "user", "content": "and then?"},
+    ]
 
 
 # -- the OpenAI Agents SDK ----------------------------------------------------------------------
