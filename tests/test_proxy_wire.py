@@ -13,7 +13,7 @@ from typing import Any
 
 import openai
 import pytest
-from openai.types.responses import ResponseErrorEvent
+from openai.types.responses import ResponseErrorEvent, ResponseFunctionToolCall
 
 from harness.engines.base import Completion
 from harness.proxy import ProxyConfig, build_app, in_process_client, messages_api, responses_api
@@ -306,6 +306,23 @@ async def test_a_responses_upstream_that_cannot_start_is_a_502_in_openai_shape()
     assert raised.value.status_code == 502
     assert UPSTREAM in raised.value.message
     assert SECRET not in raised.value.message
+
+
+async def test_parallel_tool_calls_false_on_responses_passes_through_one_call() -> None:
+    engine = ScriptedEngine(survey_script)
+    async with in_process_client(make_app(engine)) as http:
+        raw = await _openai(http).responses.with_raw_response.create(
+            model="m",
+            instructions=SYSTEM,
+            input=TASK,
+            tools=FLAT_TOOLS,  # type: ignore[arg-type]
+            parallel_tool_calls=False,
+            extra_body=INPUTS,
+        )
+    assert raw.headers["x-harness-arm"] == "S"
+    (call,) = raw.parse().output
+    assert isinstance(call, ResponseFunctionToolCall)
+    assert call.call_id == "up_0"  # the upstream's own call, not a minted window
 
 
 def test_an_assistant_message_and_the_function_calls_after_it_are_one_chat_message() -> None:

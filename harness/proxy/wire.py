@@ -17,14 +17,20 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-
 from harness._logging import get_logger
 from harness.errors import EngineError, HarnessError
 from harness.proxy.flatten import ProxyState
 from harness.proxy.overhead import Kind, Overheads
 from harness.proxy.protocol import BadRequest, ChatRequest
+
+try:
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "harness.proxy needs Starlette: pip install 'agent-harness[serve]' "
+        f"(the 'serve' extra: starlette and uvicorn); {exc}"
+    ) from exc
 
 __all__ = ("ChatChunk", "WireApi", "chat_chunks", "sse", "wire_endpoint")
 
