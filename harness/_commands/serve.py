@@ -19,10 +19,12 @@ from harness.errors import ConfigError
 __all__ = ("register", "run")
 
 DESCRIPTION = """\
-Serve POST /v1/chat/completions (and GET /v1/models, GET /health) for an unmodified agent loop:
-point its base_url at the printed URL. When the model's reply is a call the certifier admits
+Serve POST /v1/chat/completions, POST /v1/responses (the OpenAI Responses API) and POST
+/v1/messages (the Anthropic Messages API), GET /v1/models and GET /health, for an unmodified
+agent loop: point its base_url at the printed URL. When the model's reply is a call the certifier admits
 into a window (--effects, --manifest), the proxy keeps generating until the window closes and
-returns the whole window as one assistant message with parallel tool_calls; the client runs
+returns the whole window as one assistant message with parallel tool_calls (function_call
+items, tool_use blocks); the client runs
 them and sends the results back, and the proxy restores the serial form before the absorb
 turn. Everything else passes through (arm S). Upstream: the embedded vLLM engine (default) or
 OpenAI-compatible servers (--upstream). Binds to loopback unless --api-key is set. The same

@@ -1,4 +1,6 @@
-"""The proxy's ASGI app: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /health``.
+"""The proxy's ASGI app: ``POST /v1/chat/completions``, ``POST /v1/responses`` (the OpenAI
+Responses API, :mod:`harness.proxy.responses_api`), ``POST /v1/messages`` (the Anthropic
+Messages API, :mod:`harness.proxy.messages_api`), ``GET /v1/models``, ``GET /health``.
 
 :func:`build_app` wires one upstream :class:`~harness.engines.base.Engine` (the embedded vLLM
 engine, or :class:`~harness.engines.openai_http.OpenAIHTTPEngine` over one or several
@@ -74,6 +76,7 @@ from harness.proxy.conversation import (
 )
 from harness.proxy.effects_file import toolset_for
 from harness.proxy.ids import CallIds
+from harness.proxy.messages_api import MessagesApi
 from harness.proxy.overhead import Kind, Overheads
 from harness.proxy.positions import PositionCache, history_calls, replay
 from harness.proxy.protocol import (
@@ -84,9 +87,11 @@ from harness.proxy.protocol import (
     parse_request,
     stream_chunks,
 )
+from harness.proxy.responses_api import ResponsesApi
 from harness.proxy.restore import Restoration, restore_serial
 from harness.proxy.store import Pending, WindowStore
 from harness.proxy.streaming import stream_pass_through
+from harness.proxy.wire import wire_endpoint
 from harness.task import Task
 from harness.tools import Toolset
 
@@ -819,12 +824,15 @@ def build_app(
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(
             404,
-            f"No route {request.method} {request.url.path}; this server serves POST /v1/chat/completions, GET /v1/models and GET /health.",
+            f"No route {request.method} {request.url.path}; this server serves POST "
+            "/v1/chat/completions, /v1/responses and /v1/messages, GET /v1/models and GET "
+            "/health.",
         )
 
     routes: list[BaseRoute] = [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        *_wire_routes(service),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/health", health, methods=["GET"]),
@@ -840,9 +848,23 @@ def build_app(
     return app
 
 
+def _wire_routes(service: ProxyService) -> list[BaseRoute]:
+    """The Responses and Messages APIs: translations to and from the chat request
+    (:mod:`harness.proxy.wire`)."""
+    responses = wire_endpoint(service, ResponsesApi())
+    messages = wire_endpoint(service, MessagesApi())
+    return [
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
+        Route("/v1/messages", messages, methods=["POST"]),
+        Route("/messages", messages, methods=["POST"]),
+    ]
+
+
 class _ApiKey:
-    """ASGI middleware: every path but ``open_paths`` needs ``Authorization: Bearer KEY``
-    (compared in constant time) when ``key`` is set."""
+    """ASGI middleware: every path but ``open_paths`` needs ``Authorization: Bearer KEY`` or
+    ``x-api-key: KEY`` (what the Anthropic SDK sends), compared in constant time, when ``key``
+    is set. The refusal is in the error shape of the path's API."""
 
     def __init__(self, app: ASGIApp, *, key: str | None, open_paths: tuple[str, ...]) -> None:
         self.app = app
@@ -853,16 +875,19 @@ class _ApiKey:
         if self.key is None or scope["type"] != "http" or scope["path"] in self.open_paths:
             await self.app(scope, receive, send)
             return
-        given = Headers(scope=scope).get("authorization", "")
+        headers = Headers(scope=scope)
+        given = headers.get("authorization", "")
         token = given[7:].strip() if given[:7].lower() == "bearer " else ""
+        token = token or headers.get("x-api-key", "").strip()
         if hmac.compare_digest(token.encode("utf-8"), self.key):
             await self.app(scope, receive, send)
             return
-        response = JSONResponse(
-            error_body(
-                "Missing or wrong API key: send 'Authorization: Bearer <key>'.",
-                kind="authentication_error",
-            ),
-            status_code=401,
+        message = (
+            "Missing or wrong API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'."
         )
+        if scope["path"].endswith("/messages"):
+            body = MessagesApi().error(message, status=401, kind="authentication_error", param=None)
+        else:
+            body = error_body(message, kind="authentication_error")
+        response = JSONResponse(body, status_code=401)
         await response(scope, receive, send)
