@@ -205,3 +205,35 @@ async def test_the_proxy_handles_a_cut_off_reply_as_the_loop_does() -> None:
     last = engine.requests[-1].messages
     assert any("cut off" in str(m.get("content")) for m in last)
     assert not any("cut off" in str(m.get("content")) for m in messages)
+
+
+async def test_the_upstream_gets_its_own_argument_strings_back_for_a_serial_call() -> None:
+    # A client that re-serialises a call's arguments (compact JSON, as pydantic-ai and the
+    # Anthropic client do): the conversation continues (same meaning), and the upstream sees
+    # the client's messages with its own argument bytes, as it wrote them.
+    replies = iter([{"name": "read_doc", "arguments": {"key": "a"}}, "done"])
+
+    def script(messages: Sequence[Message], tools: Any) -> Any:
+        return next(replies)
+
+    engine = ScriptedEngine(script)
+    async with in_process_client(build_app(engine, ProxyConfig())) as http:
+        messages = _opening()
+        first = await http.post(
+            "/chat/completions", json={"model": "m", "messages": messages, "tools": _TOOLS}
+        )
+        message = first.json()["choices"][0]["message"]
+        written = message["tool_calls"][0]["function"]["arguments"]
+        assert written == '{"key": "a"}'
+        message["tool_calls"][0]["function"]["arguments"] = '{"key":"a"}'  # re-serialised
+        message["refusal"] = None  # and the client's own shape
+        messages.append(message)
+        call_id = message["tool_calls"][0]["id"]
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": "A"})
+        second = await http.post(
+            "/chat/completions", json={"model": "m", "messages": messages, "tools": _TOOLS}
+        )
+        assert second.json()["choices"][0]["message"]["content"] == "done"
+    sent = engine.requests[-1].messages
+    assert sent[2]["tool_calls"][0]["function"]["arguments"] == written  # the upstream's bytes
+    assert sent[2].get("refusal", "absent") is None  # the rest as the client wrote it

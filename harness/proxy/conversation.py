@@ -220,6 +220,23 @@ class MeteredEngine(ClosingContext):
         """The upstream belongs to the proxy's owner: never closed here."""
 
 
+def _with_arguments_of(client: Message, own: Message) -> Message:
+    """The client's ``client`` message with the argument strings of ``own`` (the same
+    message by meaning, as the upstream wrote it)."""
+    calls, mine = client.get("tool_calls"), own.get("tool_calls")
+    if not calls or not mine or len(calls) != len(mine):
+        return client
+    merged = []
+    for theirs, ours in zip(calls, mine, strict=True):
+        if not isinstance(theirs, Mapping) or not isinstance(theirs.get("function"), Mapping):
+            return client
+        arguments = ours.get("function", {}).get("arguments") if isinstance(ours, Mapping) else None
+        if not isinstance(arguments, str):
+            return client
+        merged.append({**theirs, "function": {**theirs["function"], "arguments": arguments}})
+    return {**client, "tool_calls": merged}
+
+
 def _hidden(error: Exception, hide: Callable[[str], str]) -> Exception:
     """``error``, or the same kind of error saying what ``hide`` lets it say."""
     text = str(error)
@@ -354,7 +371,8 @@ class Conversation:
         client's own bytes: in order, each message that means what the client's next one
         means is replaced by it (the loop's own messages — markers, internal notes, turns the
         client has not seen yet — stay), so the upstream gets byte for byte what the client's
-        loop would send it in a serial run."""
+        loop would send it in a serial run — except each call's argument string, which
+        stays the upstream's own (a client may re-serialise it: the same value, other bytes)."""
         client = self.client_messages
         internal = self.state.transcript.internal if self.state is not None else set()
         out: list[Message] = []
@@ -362,7 +380,7 @@ class Conversation:
         for i, message in enumerate(messages):
             if i not in internal and j < len(client):
                 if message_meaning(client[j]) == message_meaning(message):
-                    out.append(client[j])
+                    out.append(_with_arguments_of(client[j], message))
                     j += 1
                     continue
                 j = len(client)  # the histories part here: the rest is the run's own
