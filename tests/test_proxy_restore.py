@@ -158,10 +158,6 @@ async def test_a_client_that_respells_arguments_and_reorders_results_is_restored
     assert restored >= sum(len(wt.windows) for wt in TASKS)
 
 
-def _ids(message: Message) -> set[str]:
-    return {c["id"] for c in message.get("tool_calls") or ()}
-
-
 @pytest.mark.parametrize(
     "keep",
     [lambda m: dict(m), lambda m: {**m, "content": m.get("content") or ""}],

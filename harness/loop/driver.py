@@ -43,9 +43,10 @@ from harness.ledger import (
 )
 from harness.loop.arm import ArmStrategy
 from harness.loop.config import Arm, LoopConfig, Policy
+from harness.loop.flattened import FlattenedArm
 from harness.loop.parallel import ParallelArm
 from harness.loop.serial import SerialArm
-from harness.loop.speculative import flattened_arm
+from harness.loop.speculative import SpeculativeArm
 from harness.loop.state import RunState
 from harness.loop.validated import ValidatedArm
 from harness.manifest import Manifest, Skill
@@ -55,10 +56,19 @@ from harness.tools import Toolset
 
 __all__ = ("STRATEGIES", "LoopResult", "drive", "run_loop")
 
+
+def _flattened(state: RunState, detector: Detector, group: TaskGroup) -> ArmStrategy:
+    """Arm F: :class:`~harness.loop.speculative.SpeculativeArm` (F+spec) with
+    ``flatten.speculate``, else :class:`~harness.loop.flattened.FlattenedArm`."""
+    if state.config.flatten.speculate:
+        return SpeculativeArm(state, detector, group)
+    return FlattenedArm(state, detector, group)
+
+
 #: Each arm's strategy, constructed as ``Strategy(state, detector, group)``.
 STRATEGIES: dict[Arm, Callable[[RunState, Detector, TaskGroup], ArmStrategy]] = {
     "S": SerialArm,
-    "F": flattened_arm,  # F+spec with ``flatten.speculate``
+    "F": _flattened,  # F+spec with ``flatten.speculate``
     "P": ParallelArm,
     "P+V": ValidatedArm,
 }

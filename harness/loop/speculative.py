@@ -29,21 +29,12 @@ from anyio.abc import TaskGroup
 
 from harness.certify import Detector
 from harness.engines.base import Completion, ToolCall
-from harness.loop.arm import ArmStrategy
 from harness.loop.flattened import FlattenedArm
 from harness.loop.state import RunState
 from harness.speculation import CallKey, SpecStats, Speculation, call_key, predict
 from harness.window import Window
 
-__all__ = ("SpeculativeArm", "flattened_arm")
-
-
-def flattened_arm(state: RunState, detector: Detector, group: TaskGroup) -> ArmStrategy:
-    """Arm F's strategy: :class:`SpeculativeArm` with ``flatten.speculate``, else
-    :class:`~harness.loop.flattened.FlattenedArm`."""
-    if state.config.flatten.speculate:
-        return SpeculativeArm(state, detector, group)
-    return FlattenedArm(state, detector, group)
+__all__ = ("SpeculativeArm",)
 
 
 class SpeculativeArm(FlattenedArm):
