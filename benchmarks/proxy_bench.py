@@ -32,13 +32,14 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 
 from harness.benchmarks.tasks import WorkloadTask, generate_tasks
 from harness.calls import execute_call
@@ -212,6 +213,210 @@ async def run_calls(toolset: Any, calls: Sequence[ToolCall]) -> list[Message]:
         for call in calls:
             group.start_soon(one, call)
     return [{"role": "tool", "tool_call_id": c.id, "content": results[c.id]} for c in calls]
+
+
+#: The agent frameworks ``--client`` drives: the OpenAI SDK's own loop (:func:`sdk_loop`),
+#: pydantic-ai's ``Agent`` (:func:`pydantic_ai_loop`) and LangChain's ``ChatOpenAI`` with bound
+#: tools (:func:`langchain_loop`).
+CLIENTS = ("sdk", "pydantic-ai", "langchain")
+
+
+@dataclass
+class Observed:
+    """What reached the app during one client run: Chat Completions requests (client round
+    trips), upstream generations and window sizes (from the X-Harness headers) and billed
+    tokens (from each response's ``usage``)."""
+
+    requests: int = 0
+    generations: int = 0
+    windows: list[int] = field(default_factory=list)
+    billed_tokens: int = 0
+    #: Windows the proxy put back in serial form (``X-Harness-Restored``), summed.
+    restored: int = 0
+    warnings: list[str] = field(default_factory=list)
+    #: Each call's arguments as the responses gave them, and as the client sent them back
+    #: in its history (by call id): a client that re-serialises shows different bytes.
+    received: dict[str, str] = field(default_factory=dict)
+    sent: dict[str, str] = field(default_factory=dict)
+
+
+@contextmanager
+def observe(http: httpx.AsyncClient) -> Iterator[Observed]:
+    """Tally the Chat Completions responses ``http`` receives while the block runs (an httpx
+    response hook: every request that reached the app, whatever client sent it)."""
+    seen = Observed()
+
+    async def sent(request: httpx.Request) -> None:
+        if not request.url.path.endswith("/chat/completions"):
+            return
+        for message in json.loads(request.content).get("messages") or ():
+            for call in message.get("tool_calls") or ():
+                seen.sent[str(call["id"])] = str(call["function"]["arguments"])
+
+    async def hook(response: httpx.Response) -> None:
+        if not response.request.url.path.endswith("/chat/completions"):
+            return
+        seen.requests += 1
+        seen.restored += int(response.headers.get("x-harness-restored", "0"))
+        seen.generations += int(response.headers.get("x-harness-generations", "0"))
+        window = int(response.headers.get("x-harness-window", "0"))
+        if window:
+            seen.windows.append(window)
+        if "x-harness-warning" in response.headers:
+            seen.warnings.append(response.headers["x-harness-warning"])
+        await response.aread()
+        try:
+            body = json.loads(response.content)
+        except ValueError:
+            return
+        seen.billed_tokens += int((body.get("usage") or {}).get("total_tokens") or 0)
+        for choice in body.get("choices") or ():
+            for call in (choice.get("message") or {}).get("tool_calls") or ():
+                seen.received[str(call["id"])] = str(call["function"]["arguments"])
+
+    http.event_hooks["request"].append(sent)
+    http.event_hooks["response"].append(hook)
+    try:
+        yield seen
+    finally:
+        http.event_hooks["request"].remove(sent)
+        http.event_hooks["response"].remove(hook)
+
+
+def client_headers(wt: WorkloadTask, arm: str) -> dict[str, str]:
+    """The two headers a framework is configured with (its own ``extra_headers`` /
+    ``default_headers``, no code of it changed): the arm, and the task's skill (the workspace
+    manifest has many; the inputs the proxy reads from the conversation itself)."""
+    return {"X-Harness-Arm": arm, "X-Harness-Skill": wt.skill}
+
+
+def _observed_run(
+    mode: str, wt: WorkloadTask, seen: Observed, wall: float, state: Any, ok: bool
+) -> SdkRun:
+    return SdkRun(
+        mode,
+        wt.id,
+        max(wt.windows or (0,)),
+        wall,
+        seen.requests,
+        seen.generations,
+        seen.billed_tokens,
+        fingerprint(state),
+        ok,
+        list(seen.windows),
+    )
+
+
+async def pydantic_ai_loop(
+    http: httpx.AsyncClient,
+    wt: WorkloadTask,
+    *,
+    latency: float,
+    arm: str = "F",
+    model: str = "harness",
+) -> tuple[SdkRun, Observed]:
+    """pydantic-ai's ``Agent`` on ``wt``, its ``OpenAIChatModel`` pointed at ``http`` (the
+    proxy, or any OpenAI-compatible server): the workspace tools as function tools
+    (``Tool.from_schema``, each calling the toolset), which the agent runs concurrently when
+    a response carries several calls. pydantic-ai re-serialises the arguments it sends back
+    (``{"key":"d0"}`` for ``{"key": "d0"}``)."""
+    from pydantic_ai import Agent, Tool
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    toolset, state = wt.toolset(latency=latency)
+    made: list[ToolCall] = []
+
+    def tool(spec: ToolSpec) -> Tool[None]:
+        function = spec["function"]
+        name = str(function["name"])
+
+        async def call(**arguments: Any) -> str:
+            c = ToolCall(f"call_{len(made)}", name, json.dumps(arguments))
+            made.append(c)
+            return (await execute_call(toolset, c)).content
+
+        return Tool.from_schema(
+            call, name, function.get("description"), dict(function.get("parameters") or {})
+        )
+
+    import openai
+
+    # (the OpenAI SDK client over ``http``: pydantic-ai's own ``http_client=`` wants httpx2's
+    # client and deprecates httpx's; this is the same provider, built the other documented way)
+    sdk = openai.AsyncOpenAI(
+        base_url=str(http.base_url),
+        api_key="unused",
+        http_client=http,  # type: ignore[arg-type]
+        max_retries=0,
+    )
+    provider = OpenAIProvider(openai_client=sdk)
+    agent = Agent(
+        OpenAIChatModel(model, provider=provider),
+        instructions=wt.task.system or _default_system(),
+        tools=[tool(spec) for spec in toolset.specs()],
+    )
+    started = time.monotonic()
+    with observe(http) as seen:
+        result = await agent.run(
+            wt.task.prompt, model_settings={"extra_headers": client_headers(wt, arm)}
+        )
+    wall = time.monotonic() - started
+    ok = wt.score(made, state, str(result.output))
+    return _observed_run(f"proxy {arm}", wt, seen, wall, state, ok), seen
+
+
+async def langchain_loop(
+    http: httpx.AsyncClient,
+    wt: WorkloadTask,
+    *,
+    latency: float,
+    arm: str = "F",
+    model: str = "harness",
+    max_round_trips: int = 60,
+) -> tuple[SdkRun, Observed]:
+    """LangChain's ``ChatOpenAI`` with the workspace tools bound (``bind_tools``), in the
+    hand-written tool loop of its docs: invoke, run every tool call (concurrently), append a
+    ``ToolMessage`` per call, repeat until an answer. LangChain parses the arguments and
+    sends them back re-serialised."""
+    from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_openai import ChatOpenAI
+
+    toolset, state = wt.toolset(latency=latency)
+    chat = ChatOpenAI(
+        model=model,
+        base_url=str(http.base_url),
+        api_key="unused",  # type: ignore[arg-type]
+        http_async_client=http,
+        max_retries=0,
+        default_headers=client_headers(wt, arm),
+    ).bind_tools(list(toolset.specs()))
+    messages: list[BaseMessage] = [
+        SystemMessage(wt.task.system or _default_system()),
+        HumanMessage(wt.task.prompt),
+    ]
+    made: list[ToolCall] = []
+    answer: str | None = None
+    started = time.monotonic()
+    with observe(http) as seen:
+        for _ in range(max_round_trips):
+            reply = await chat.ainvoke(messages)
+            messages.append(reply)
+            calls = [
+                ToolCall(str(c["id"]), c["name"], json.dumps(c["args"]))
+                for c in getattr(reply, "tool_calls", [])
+            ]
+            if not calls:
+                answer = str(reply.content)
+                break
+            made.extend(calls)
+            results = await run_calls(toolset, calls)
+            messages.extend(
+                ToolMessage(str(r["content"]), tool_call_id=str(r["tool_call_id"])) for r in results
+            )
+    wall = time.monotonic() - started
+    ok = wt.score(made, state, answer)
+    return _observed_run(f"proxy {arm}", wt, seen, wall, state, ok), seen
 
 
 def _default_system() -> str:
