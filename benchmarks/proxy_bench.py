@@ -15,10 +15,18 @@ task's gold calls, forced through the engine's constrained decoding in every run
 policy of ``harness bench``: every token still prefilled and decoded, so S and F generate the
 same calls and the dividend is measured at fixed accuracy; :class:`GoldForcing`). It also
 reports the proxy's own overhead per request (time in the proxy minus upstream generation:
-median and p95). Run::
+median and p95).
+
+``--client pydantic-ai`` or ``--client langchain`` puts that framework where the SDK loop is
+(pydantic-ai's ``Agent`` on an ``OpenAIChatModel``; LangChain's ``ChatOpenAI`` with bound
+tools in a hand-written loop; both need the ``clients`` extra): ``proxy S`` is then the
+framework as if pointed at the upstream (the proxy passes every request through) and ``proxy
+F`` the same framework, unmodified, through the flattening proxy; round trips are the
+requests that reached the proxy. Run::
 
     python -m harness.benchmarks.proxy_bench                 # real engine; writes results
     python -m harness.benchmarks.proxy_bench --engine scripted --latency 0.05   # no model
+    python -m harness.benchmarks.proxy_bench --engine scripted --client pydantic-ai
 
 Results go to ``benchmarks/results/proxy/`` (``--out``). Needs the ``serve`` extra and the
 ``openai`` SDK.
@@ -419,6 +427,21 @@ async def langchain_loop(
     return _observed_run(f"proxy {arm}", wt, seen, wall, state, ok), seen
 
 
+async def client_run(
+    name: str, client: Any, http: httpx.AsyncClient, wt: WorkloadTask, *, latency: float, arm: str
+) -> SdkRun:
+    """One run of the framework ``name`` (one of :data:`CLIENTS`) on ``wt``: the SDK loop over
+    ``client`` (an ``openai.AsyncOpenAI`` on ``http``), the others straight on ``http``."""
+    if name == "sdk":
+        run, _ = await sdk_loop(client, wt, latency=latency, arm=arm)
+        return run
+    loops = {"pydantic-ai": pydantic_ai_loop, "langchain": langchain_loop}
+    if name not in loops:
+        raise SystemExit(f"unknown client {name!r}; choose one of: {', '.join(CLIENTS)}")
+    run, _ = await loops[name](http, wt, latency=latency, arm=arm)
+    return run
+
+
 def _default_system() -> str:
     from harness.loop.state import DEFAULT_LOOP_SYSTEM
 
@@ -479,6 +502,7 @@ def _header(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "calibration_us": calibration_us(),
         "engine": args.engine,
+        "client": args.client,
         "latency_s": args.latency,
         "sizes": args.sizes,
         "repeats": args.repeats,
@@ -570,7 +594,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         if reset is not None:
                             await reset()
                         before = engine.generations
-                        run, _ = await sdk_loop(client, wt, latency=args.latency, arm=arm)
+                        run = await client_run(
+                            args.client, client, http, wt, latency=args.latency, arm=arm
+                        )
                         run.generations = engine.generations - before
                         runs.append(run)
                         _say(run)
@@ -660,8 +686,8 @@ def render(result: Mapping[str, Any]) -> str:
         lines.extend(render_overheads(result["proxy_overhead"], result.get("calibration_us")))
         return "\n".join(lines)
     lines = [
-        f"engine {result['engine']}, L = {result['latency_s']} s, repeats {result['repeats']}, "
-        f"load {result['load']}",
+        f"client {result.get('client', 'sdk')}, engine {result['engine']}, "
+        f"L = {result['latency_s']} s, repeats {result['repeats']}, load {result['load']}",
         f"{'n':>3} {'mode':<8} {'wall s':>7} {'trips':>5} {'gens':>5} {'billed':>7} {'ok':>4}  fingerprint",
     ]
     lines.extend(
@@ -696,6 +722,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m harness.benchmarks.proxy_bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--engine", choices=("vllm", "scripted"), default="vllm")
+    parser.add_argument(
+        "--client",
+        choices=CLIENTS,
+        default="sdk",
+        help="the agent framework run through the proxy (F) and in pass-through (S: the same "
+        "client as if pointed at the upstream): the OpenAI SDK's loop, pydantic-ai's Agent or "
+        "LangChain's ChatOpenAI with bound tools (those two need the clients extra)",
+    )
     parser.add_argument("--model", default=None, help="a local Hugging Face model folder")
     parser.add_argument("--latency", type=float, default=0.5, help="tool latency L in seconds")
     parser.add_argument("--sizes", type=int, nargs="+", default=[2, 6, 10])
@@ -719,6 +753,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, default=0, help="with --serve (default: a free one)")
     args = parser.parse_args(argv)
+    if args.clients and args.client != "sdk":
+        parser.error("--clients runs concurrent SDK loops; it takes no --client")
     if args.serve:
         anyio.run(serve_gold, args)
         return 0
@@ -728,7 +764,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = (
         Path(args.out)
         if args.out
-        else RESULTS / f"{args.engine}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        else RESULTS / f"{args.engine}{'' if args.client == 'sdk' else '-' + args.client}-"
+        f"{time.strftime('%Y%m%d-%H%M%S')}.json"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")

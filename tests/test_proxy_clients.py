@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +35,8 @@ from harness.toolsets.workspace import load_workspace_manifest
 
 pytestmark = pytest.mark.anyio
 
+#: The module each framework client imports.
+MODULES = {"pydantic-ai": "pydantic_ai", "langchain": "langchain_openai"}
 Loop = Callable[..., Awaitable[tuple[SdkRun, Observed]]]
 
 
@@ -115,7 +118,7 @@ def _resent_differently(seen: Observed) -> int:
 async def test_pydantic_ai_agent_gets_the_serial_store_in_two_round_trips_per_window(
     n: int,
 ) -> None:
-    pytest.importorskip("pydantic_ai", reason="pydantic-ai is the clients extra")
+    pytest.importorskip(MODULES["pydantic-ai"], reason="needs pydantic-ai (the clients extra)")
     ((serial, flat),) = await _compare(pydantic_ai_loop, [n])
     # pydantic-ai really re-serialised every window call: restoration held by meaning
     assert _resent_differently(flat) == n
@@ -126,8 +129,38 @@ async def test_pydantic_ai_agent_gets_the_serial_store_in_two_round_trips_per_wi
 async def test_langchain_chat_openai_with_bound_tools_gets_the_serial_store_in_two_round_trips(
     n: int,
 ) -> None:
-    pytest.importorskip("langchain_openai", reason="langchain-openai is the clients extra")
+    pytest.importorskip(MODULES["langchain"], reason="needs langchain-openai (the clients extra)")
     ((serial, flat),) = await _compare(langchain_loop, [n], compact=True)
     # LangChain sent every window call back in json.dumps's spelling: restored by meaning
     assert _resent_differently(flat) == n
     assert _resent_differently(serial) == n
+
+
+@pytest.mark.parametrize("client", ["sdk", "pydantic-ai", "langchain"])
+def test_proxy_bench_runs_the_chosen_client_through_the_proxy_and_in_pass_through(
+    client: str, tmp_path: Path
+) -> None:
+    if client != "sdk":
+        pytest.importorskip(MODULES[client], reason=f"needs {client} (the clients extra)")
+    from harness.benchmarks.proxy_bench import main
+
+    out = tmp_path / "result.json"
+    argv = ["--engine", "scripted", "--client", client, "--sizes", "4", "--latency", "0"]
+    assert main([*argv, "--out", str(out)]) == 0
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["client"] == client
+    rows = {row["mode"]: row for row in result["summary"]}
+    assert rows["proxy S"]["round_trips"] == 5  # the client as against the upstream: n + 1
+    assert rows["proxy F"]["round_trips"] == 2
+    assert rows["proxy S"]["generations"] == rows["proxy F"]["generations"] == 5
+    assert rows["proxy S"]["fingerprints"] == rows["proxy F"]["fingerprints"]
+    assert rows["proxy S"]["success"] == rows["proxy F"]["success"] == 1
+    assert rows["proxy F"]["billed_tokens"] > 0
+
+
+def test_proxy_bench_refuses_a_crowd_of_a_framework_client() -> None:
+    from harness.benchmarks.proxy_bench import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--engine", "scripted", "--client", "langchain", "--clients", "4"])
+    assert exit_.value.code == 2
