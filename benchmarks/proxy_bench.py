@@ -63,12 +63,19 @@ from harness.task import Task
 from harness.toolsets.workspace import fingerprint, load_workspace_manifest
 
 __all__ = (
+    "CLIENTS",
     "GoldForcing",
+    "Observed",
     "SdkRun",
+    "client_headers",
+    "client_run",
     "crowd",
     "crowd_run",
     "fan_out_tasks",
+    "langchain_loop",
     "main",
+    "observe",
+    "pydantic_ai_loop",
     "run_calls",
     "sdk_loop",
     "workspace_effects",
