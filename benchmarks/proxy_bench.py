@@ -335,6 +335,7 @@ async def pydantic_ai_loop(
     (``Tool.from_schema``, each calling the toolset), which the agent runs concurrently when
     a response carries several calls. pydantic-ai re-serialises the arguments it sends back
     (``{"key":"d0"}`` for ``{"key": "d0"}``)."""
+    import openai
     from pydantic_ai import Agent, Tool
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
@@ -354,8 +355,6 @@ async def pydantic_ai_loop(
         return Tool.from_schema(
             call, name, function.get("description"), dict(function.get("parameters") or {})
         )
-
-    import openai
 
     # (the OpenAI SDK client over ``http``: pydantic-ai's own ``http_client=`` wants httpx2's
     # client and deprecates httpx's; this is the same provider, built the other documented way)
