@@ -15,10 +15,23 @@ task's gold calls, forced through the engine's constrained decoding in every run
 policy of ``harness bench``: every token still prefilled and decoded, so S and F generate the
 same calls and the dividend is measured at fixed accuracy; :class:`GoldForcing`). It also
 reports the proxy's own overhead per request (time in the proxy minus upstream generation:
-median and p95). Run::
+median and p95).
 
+``--client pydantic-ai`` or ``--client langchain`` puts that framework where the SDK loop is
+(pydantic-ai's ``Agent`` on an ``OpenAIChatModel``; LangChain's ``ChatOpenAI`` with bound
+tools in a hand-written loop; both need the ``clients`` extra): ``proxy S`` is then the
+framework as if pointed at the upstream (the proxy passes every request through) and ``proxy
+F`` the same framework, unmodified, through the flattening proxy; round trips are the
+requests that reached the proxy. Run::
+
+<<<<<<< HEAD
     python -m benchmarks.proxy_bench                 # real engine; writes results
     python -m benchmarks.proxy_bench --engine scripted --latency 0.05   # no model
+=======
+    python -m benchmarks.proxy_bench                 # real engine; writes results
+    python -m benchmarks.proxy_bench --engine scripted --latency 0.05   # no model
+    python -m benchmarks.proxy_bench --engine scripted --client pydantic-ai
+>>>>>>> clients
 
 Results go to ``benchmarks/results/proxy/`` (``--out``). Needs the ``serve`` extra and the
 ``openai`` SDK.
@@ -32,13 +45,14 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 
 from harness.bench.workload import WorkloadTask, generate_tasks
 from harness.calls import execute_call
@@ -54,12 +68,19 @@ from harness.task import Task
 from harness.toolsets.workspace import fingerprint, load_workspace_manifest
 
 __all__ = (
+    "CLIENTS",
     "GoldForcing",
+    "Observed",
     "SdkRun",
+    "client_headers",
+    "client_run",
     "crowd",
     "crowd_run",
     "fan_out_tasks",
+    "langchain_loop",
     "main",
+    "observe",
+    "pydantic_ai_loop",
     "run_calls",
     "sdk_loop",
     "workspace_effects",
@@ -214,6 +235,224 @@ async def run_calls(toolset: Any, calls: Sequence[ToolCall]) -> list[Message]:
     return [{"role": "tool", "tool_call_id": c.id, "content": results[c.id]} for c in calls]
 
 
+#: The agent frameworks ``--client`` drives: the OpenAI SDK's own loop (:func:`sdk_loop`),
+#: pydantic-ai's ``Agent`` (:func:`pydantic_ai_loop`) and LangChain's ``ChatOpenAI`` with bound
+#: tools (:func:`langchain_loop`).
+CLIENTS = ("sdk", "pydantic-ai", "langchain")
+
+
+@dataclass
+class Observed:
+    """What reached the app during one client run: Chat Completions requests (client round
+    trips), upstream generations and window sizes (from the X-Harness headers) and billed
+    tokens (from each response's ``usage``)."""
+
+    requests: int = 0
+    generations: int = 0
+    windows: list[int] = field(default_factory=list)
+    billed_tokens: int = 0
+    #: Windows the proxy put back in serial form (``X-Harness-Restored``), summed.
+    restored: int = 0
+    warnings: list[str] = field(default_factory=list)
+    #: Each call's arguments as the responses gave them, and as the client sent them back
+    #: in its history (by call id): a client that re-serialises shows different bytes.
+    received: dict[str, str] = field(default_factory=dict)
+    sent: dict[str, str] = field(default_factory=dict)
+
+
+@contextmanager
+def observe(http: httpx.AsyncClient) -> Iterator[Observed]:
+    """Tally the Chat Completions responses ``http`` receives while the block runs (an httpx
+    response hook: every request that reached the app, whatever client sent it)."""
+    seen = Observed()
+
+    async def sent(request: httpx.Request) -> None:
+        if not request.url.path.endswith("/chat/completions"):
+            return
+        for message in json.loads(request.content).get("messages") or ():
+            for call in message.get("tool_calls") or ():
+                seen.sent[str(call["id"])] = str(call["function"]["arguments"])
+
+    async def hook(response: httpx.Response) -> None:
+        if not response.request.url.path.endswith("/chat/completions"):
+            return
+        seen.requests += 1
+        seen.restored += int(response.headers.get("x-harness-restored", "0"))
+        seen.generations += int(response.headers.get("x-harness-generations", "0"))
+        window = int(response.headers.get("x-harness-window", "0"))
+        if window:
+            seen.windows.append(window)
+        if "x-harness-warning" in response.headers:
+            seen.warnings.append(response.headers["x-harness-warning"])
+        await response.aread()
+        try:
+            body = json.loads(response.content)
+        except ValueError:
+            return
+        seen.billed_tokens += int((body.get("usage") or {}).get("total_tokens") or 0)
+        for choice in body.get("choices") or ():
+            for call in (choice.get("message") or {}).get("tool_calls") or ():
+                seen.received[str(call["id"])] = str(call["function"]["arguments"])
+
+    http.event_hooks["request"].append(sent)
+    http.event_hooks["response"].append(hook)
+    try:
+        yield seen
+    finally:
+        http.event_hooks["request"].remove(sent)
+        http.event_hooks["response"].remove(hook)
+
+
+def client_headers(wt: WorkloadTask, arm: str) -> dict[str, str]:
+    """The two headers a framework is configured with (its own ``extra_headers`` /
+    ``default_headers``, no code of it changed): the arm, and the task's skill (the workspace
+    manifest has many; the inputs the proxy reads from the conversation itself)."""
+    return {"X-Harness-Arm": arm, "X-Harness-Skill": wt.skill}
+
+
+def _observed_run(
+    mode: str, wt: WorkloadTask, seen: Observed, wall: float, state: Any, ok: bool
+) -> SdkRun:
+    return SdkRun(
+        mode,
+        wt.id,
+        max(wt.windows or (0,)),
+        wall,
+        seen.requests,
+        seen.generations,
+        seen.billed_tokens,
+        fingerprint(state),
+        ok,
+        list(seen.windows),
+    )
+
+
+async def pydantic_ai_loop(
+    http: httpx.AsyncClient,
+    wt: WorkloadTask,
+    *,
+    latency: float,
+    arm: str = "F",
+    model: str = "harness",
+) -> tuple[SdkRun, Observed]:
+    """pydantic-ai's ``Agent`` on ``wt``, its ``OpenAIChatModel`` pointed at ``http`` (the
+    proxy, or any OpenAI-compatible server): the workspace tools as function tools
+    (``Tool.from_schema``, each calling the toolset), which the agent runs concurrently when
+    a response carries several calls. pydantic-ai re-serialises the arguments it sends back
+    (``{"key":"d0"}`` for ``{"key": "d0"}``)."""
+    import openai
+    from pydantic_ai import Agent, Tool
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    toolset, state = wt.toolset(latency=latency)
+    made: list[ToolCall] = []
+
+    def tool(spec: ToolSpec) -> Tool[None]:
+        function = spec["function"]
+        name = str(function["name"])
+
+        async def call(**arguments: Any) -> str:
+            c = ToolCall(f"call_{len(made)}", name, json.dumps(arguments))
+            made.append(c)
+            return (await execute_call(toolset, c)).content
+
+        return Tool.from_schema(
+            call, name, function.get("description"), dict(function.get("parameters") or {})
+        )
+
+    # (the OpenAI SDK client over ``http``: pydantic-ai's own ``http_client=`` wants httpx2's
+    # client and deprecates httpx's; this is the same provider, built the other documented way)
+    sdk = openai.AsyncOpenAI(
+        base_url=str(http.base_url),
+        api_key="unused",
+        http_client=http,  # type: ignore[arg-type]
+        max_retries=0,
+    )
+    provider = OpenAIProvider(openai_client=sdk)
+    agent = Agent(
+        OpenAIChatModel(model, provider=provider),
+        instructions=wt.task.system or _default_system(),
+        tools=[tool(spec) for spec in toolset.specs()],
+    )
+    started = time.monotonic()
+    with observe(http) as seen:
+        result = await agent.run(
+            wt.task.prompt, model_settings={"extra_headers": client_headers(wt, arm)}
+        )
+    wall = time.monotonic() - started
+    ok = wt.score(made, state, str(result.output))
+    return _observed_run(f"proxy {arm}", wt, seen, wall, state, ok), seen
+
+
+async def langchain_loop(
+    http: httpx.AsyncClient,
+    wt: WorkloadTask,
+    *,
+    latency: float,
+    arm: str = "F",
+    model: str = "harness",
+    max_round_trips: int = 60,
+) -> tuple[SdkRun, Observed]:
+    """LangChain's ``ChatOpenAI`` with the workspace tools bound (``bind_tools``), in the
+    hand-written tool loop of its docs: invoke, run every tool call (concurrently), append a
+    ``ToolMessage`` per call, repeat until an answer. LangChain parses the arguments and
+    sends them back re-serialised."""
+    from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_openai import ChatOpenAI
+
+    toolset, state = wt.toolset(latency=latency)
+    chat = ChatOpenAI(
+        model=model,
+        base_url=str(http.base_url),
+        api_key="unused",  # type: ignore[arg-type]
+        http_async_client=http,
+        max_retries=0,
+        default_headers=client_headers(wt, arm),
+    ).bind_tools(list(toolset.specs()))
+    messages: list[BaseMessage] = [
+        SystemMessage(wt.task.system or _default_system()),
+        HumanMessage(wt.task.prompt),
+    ]
+    made: list[ToolCall] = []
+    answer: str | None = None
+    started = time.monotonic()
+    with observe(http) as seen:
+        for _ in range(max_round_trips):
+            reply = await chat.ainvoke(messages)
+            messages.append(reply)
+            calls = [
+                ToolCall(str(c["id"]), c["name"], json.dumps(c["args"]))
+                for c in getattr(reply, "tool_calls", [])
+            ]
+            if not calls:
+                answer = str(reply.content)
+                break
+            made.extend(calls)
+            results = await run_calls(toolset, calls)
+            messages.extend(
+                ToolMessage(str(r["content"]), tool_call_id=str(r["tool_call_id"])) for r in results
+            )
+    wall = time.monotonic() - started
+    ok = wt.score(made, state, answer)
+    return _observed_run(f"proxy {arm}", wt, seen, wall, state, ok), seen
+
+
+async def client_run(
+    name: str, client: Any, http: httpx.AsyncClient, wt: WorkloadTask, *, latency: float, arm: str
+) -> SdkRun:
+    """One run of the framework ``name`` (one of :data:`CLIENTS`) on ``wt``: the SDK loop over
+    ``client`` (an ``openai.AsyncOpenAI`` on ``http``), the others straight on ``http``."""
+    if name == "sdk":
+        run, _ = await sdk_loop(client, wt, latency=latency, arm=arm)
+        return run
+    loops = {"pydantic-ai": pydantic_ai_loop, "langchain": langchain_loop}
+    if name not in loops:
+        raise SystemExit(f"unknown client {name!r}; choose one of: {', '.join(CLIENTS)}")
+    run, _ = await loops[name](http, wt, latency=latency, arm=arm)
+    return run
+
+
 def _default_system() -> str:
     from harness.loop.state import DEFAULT_LOOP_SYSTEM
 
@@ -274,6 +513,7 @@ def _header(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "calibration_us": calibration_us(),
         "engine": args.engine,
+        "client": args.client,
         "latency_s": args.latency,
         "sizes": args.sizes,
         "repeats": args.repeats,
@@ -365,7 +605,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         if reset is not None:
                             await reset()
                         before = engine.generations
-                        run, _ = await sdk_loop(client, wt, latency=args.latency, arm=arm)
+                        run = await client_run(
+                            args.client, client, http, wt, latency=args.latency, arm=arm
+                        )
                         run.generations = engine.generations - before
                         runs.append(run)
                         _say(run)
@@ -455,8 +697,8 @@ def render(result: Mapping[str, Any]) -> str:
         lines.extend(render_overheads(result["proxy_overhead"], result.get("calibration_us")))
         return "\n".join(lines)
     lines = [
-        f"engine {result['engine']}, L = {result['latency_s']} s, repeats {result['repeats']}, "
-        f"load {result['load']}",
+        f"client {result.get('client', 'sdk')}, engine {result['engine']}, "
+        f"L = {result['latency_s']} s, repeats {result['repeats']}, load {result['load']}",
         f"{'n':>3} {'mode':<8} {'wall s':>7} {'trips':>5} {'gens':>5} {'billed':>7} {'ok':>4}  fingerprint",
     ]
     lines.extend(
@@ -491,6 +733,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m benchmarks.proxy_bench", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--engine", choices=("vllm", "scripted"), default="vllm")
+    parser.add_argument(
+        "--client",
+        choices=CLIENTS,
+        default="sdk",
+        help="the agent framework run through the proxy (F) and in pass-through (S: the same "
+        "client as if pointed at the upstream): the OpenAI SDK's loop, pydantic-ai's Agent or "
+        "LangChain's ChatOpenAI with bound tools (those two need the clients extra)",
+    )
     parser.add_argument("--model", default=None, help="a local Hugging Face model folder")
     parser.add_argument("--latency", type=float, default=0.5, help="tool latency L in seconds")
     parser.add_argument("--sizes", type=int, nargs="+", default=[2, 6, 10])
@@ -514,6 +764,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, default=0, help="with --serve (default: a free one)")
     args = parser.parse_args(argv)
+    if args.clients and args.client != "sdk":
+        parser.error("--clients runs concurrent SDK loops; it takes no --client")
     if args.serve:
         anyio.run(serve_gold, args)
         return 0
@@ -523,7 +775,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = (
         Path(args.out)
         if args.out
-        else RESULTS / f"{args.engine}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        else RESULTS / f"{args.engine}{'' if args.client == 'sdk' else '-' + args.client}-"
+        f"{time.strftime('%Y%m%d-%H%M%S')}.json"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -111,6 +111,9 @@ class FabricRequest(BaseModel):
 
 
 class _BadRequest(Exception):
+    """Internal control flow: raised while checking a request and caught in this module,
+    where it becomes a 400 error body (never seen by a caller, so not a HarnessError)."""
+
     def __init__(self, message: str, param: str | None = None, code: str = "invalid_value"):
         super().__init__(message)
         self.message = message
