@@ -156,3 +156,39 @@ def test_inconsistent_start_up_options_are_one_line_and_exit_2(
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert fragment in done.stderr
     assert done.stdout == ""  # it never listened
+
+
+@pytest.mark.anyio
+async def test_served_over_http_a_conversation_waits_for_its_client_and_the_url_answers_at_once() -> (
+    None
+):
+    # harness serve's server runs the app's lifespan, so a conversation waits for its client
+    # between requests (the window's closing call comes back with no new generation: 4, 0, 1)
+    # and stopping the server cancels it; the printed URL accepts connections at once.
+    import anyio
+
+    from harness.proxy import ProxyConfig, build_app
+    from harness.proxy.serve import serve
+    from harness.testing import ScriptedEngine
+    from tests.test_proxy import EFFECTS, _manifest, client_loop, survey_script
+
+    app = build_app(
+        ScriptedEngine(survey_script),
+        ProxyConfig(effects=EFFECTS, manifest=_manifest("model", False)),
+    )
+    urls: list[str] = []
+    listening = anyio.Event()
+
+    def on_listen(url: str) -> None:
+        urls.append(url)
+        listening.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: serve(app, "127.0.0.1", 0, on_listen=on_listen))
+        await listening.wait()
+        async with httpx.AsyncClient(base_url=urls[0], timeout=30) as client:
+            messages, responses = await client_loop(client)
+        group.cancel_scope.cancel()
+    assert [r.headers["x-harness-generations"] for r in responses] == ["4", "0", "1"]
+    assert messages[-1]["content"].startswith("done:")
+    assert len(app.state.proxy.conversations) == 0

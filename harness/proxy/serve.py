@@ -69,8 +69,11 @@ async def serve(
         raise ConfigError(
             f"Cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port."
         ) from None
+    sock.listen(2048)  # connections queue from now on: on_listen's URL answers at once
     bound = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level=log_level, lifespan="off", access_log=False)
+    # The lifespan runs: it holds the task group where conversations wait for their clients
+    # (harness.proxy.conversation); without it every request would start from its history.
+    config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=False)
     server = _Server(config)
     if on_listen is not None:
         shown = f"[{host}]" if family == socket.AF_INET6 else host
