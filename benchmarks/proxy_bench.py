@@ -24,14 +24,9 @@ framework as if pointed at the upstream (the proxy passes every request through)
 F`` the same framework, unmodified, through the flattening proxy; round trips are the
 requests that reached the proxy. Run::
 
-<<<<<<< HEAD
-    python -m benchmarks.proxy_bench                 # real engine; writes results
-    python -m benchmarks.proxy_bench --engine scripted --latency 0.05   # no model
-=======
     python -m benchmarks.proxy_bench                 # real engine; writes results
     python -m benchmarks.proxy_bench --engine scripted --latency 0.05   # no model
     python -m benchmarks.proxy_bench --engine scripted --client pydantic-ai
->>>>>>> clients
 
 Results go to ``benchmarks/results/proxy/`` (``--out``). Needs the ``serve`` extra and the
 ``openai`` SDK.
