@@ -17,9 +17,11 @@ same calls and the dividend is measured at fixed accuracy; :class:`GoldForcing`)
 reports the proxy's own overhead per request (time in the proxy minus upstream generation:
 median and p95).
 
-``--client pydantic-ai`` or ``--client langchain`` puts that framework where the SDK loop is
-(pydantic-ai's ``Agent`` on an ``OpenAIChatModel``; LangChain's ``ChatOpenAI`` with bound
-tools in a hand-written loop; both need the ``clients`` extra): ``proxy S`` is then the
+``--client pydantic-ai``, ``langchain``, ``agents`` or ``anthropic`` puts that client where the
+SDK loop is (pydantic-ai's ``Agent`` on an ``OpenAIChatModel``; LangChain's ``ChatOpenAI``
+with bound tools in a hand-written loop; the OpenAI Agents SDK's ``Agent`` on its default
+Responses model; the ``anthropic`` client's tool loop on the Messages API; all need the
+``clients`` extra): ``proxy S`` is then the
 framework as if pointed at the upstream (the proxy passes every request through) and ``proxy
 F`` the same framework, unmodified, through the flattening proxy; round trips are the
 requests that reached the proxy. Run::
@@ -230,10 +232,12 @@ async def run_calls(toolset: Any, calls: Sequence[ToolCall]) -> list[Message]:
     return [{"role": "tool", "tool_call_id": c.id, "content": results[c.id]} for c in calls]
 
 
-#: The agent frameworks ``--client`` drives: the OpenAI SDK's own loop (:func:`sdk_loop`),
+#: The agent clients ``--client`` drives: the OpenAI SDK's own loop (:func:`sdk_loop`),
 #: pydantic-ai's ``Agent`` (:func:`pydantic_ai_loop`) and LangChain's ``ChatOpenAI`` with bound
-#: tools (:func:`langchain_loop`).
-CLIENTS = ("sdk", "pydantic-ai", "langchain")
+#: tools (:func:`langchain_loop`) over Chat Completions; the OpenAI Agents SDK on the Responses
+#: API (:func:`agents_loop`); the ``anthropic`` client on the Messages API
+#: (:func:`anthropic_loop`).
+CLIENTS = ("sdk", "pydantic-ai", "langchain", "agents", "anthropic")
 
 
 @dataclass
@@ -255,21 +259,68 @@ class Observed:
     sent: dict[str, str] = field(default_factory=dict)
 
 
+#: The wire APIs :func:`observe` counts: a request to any of them is one client round trip.
+_API_PATHS = ("/chat/completions", "/responses", "/messages")
+
+
+def _api(path: str) -> bool:
+    return path.endswith(_API_PATHS)
+
+
+def _sent_calls(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(call id, arguments) of every call a request's history holds, in any of the APIs."""
+    for message in body.get("messages") or ():
+        for call in message.get("tool_calls") or ():
+            yield str(call["id"]), str(call["function"]["arguments"])
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                yield str(block["id"]), json.dumps(block.get("input"))
+    items = body.get("input")
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, Mapping) and item.get("type") == "function_call":
+            yield str(item["call_id"]), str(item["arguments"])
+
+
+def _received_calls(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(call id, arguments) of every call a response carries, in any of the APIs."""
+    for choice in body.get("choices") or ():
+        for call in (choice.get("message") or {}).get("tool_calls") or ():
+            yield str(call["id"]), str(call["function"]["arguments"])
+    for item in body.get("output") or ():
+        if isinstance(item, Mapping) and item.get("type") == "function_call":
+            yield str(item["call_id"]), str(item["arguments"])
+    content = body.get("content")
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, Mapping) and block.get("type") == "tool_use":
+            yield str(block["id"]), json.dumps(block.get("input"))
+
+
+def _billed(body: Mapping[str, Any]) -> int:
+    usage = body.get("usage") or {}
+    if "total_tokens" in usage:
+        return int(usage.get("total_tokens") or 0)
+    return (
+        int(usage.get("input_tokens") or 0)
+        + int(usage.get("output_tokens") or 0)
+        + int(usage.get("cache_read_input_tokens") or 0)
+    )
+
+
 @contextmanager
-def observe(http: httpx.AsyncClient) -> Iterator[Observed]:
-    """Tally the Chat Completions responses ``http`` receives while the block runs (an httpx
-    response hook: every request that reached the app, whatever client sent it)."""
+def observe(http: Any) -> Iterator[Observed]:
+    """Tally the API responses ``http`` (an ``httpx`` or ``httpx2`` client) receives while the
+    block runs — Chat Completions, Responses or Messages (an httpx response hook: every
+    request that reached the app, whatever client sent it)."""
     seen = Observed()
 
-    async def sent(request: httpx.Request) -> None:
-        if not request.url.path.endswith("/chat/completions"):
+    async def sent(request: Any) -> None:
+        if not _api(request.url.path):
             return
-        for message in json.loads(request.content).get("messages") or ():
-            for call in message.get("tool_calls") or ():
-                seen.sent[str(call["id"])] = str(call["function"]["arguments"])
+        seen.sent.update(_sent_calls(json.loads(request.content)))
 
-    async def hook(response: httpx.Response) -> None:
-        if not response.request.url.path.endswith("/chat/completions"):
+    async def hook(response: Any) -> None:
+        if not _api(response.request.url.path):
             return
         seen.requests += 1
         seen.restored += int(response.headers.get("x-harness-restored", "0"))
@@ -284,10 +335,8 @@ def observe(http: httpx.AsyncClient) -> Iterator[Observed]:
             body = json.loads(response.content)
         except ValueError:
             return
-        seen.billed_tokens += int((body.get("usage") or {}).get("total_tokens") or 0)
-        for choice in body.get("choices") or ():
-            for call in (choice.get("message") or {}).get("tool_calls") or ():
-                seen.received[str(call["id"])] = str(call["function"]["arguments"])
+        seen.billed_tokens += _billed(body)
+        seen.received.update(_received_calls(body))
 
     http.event_hooks["request"].append(sent)
     http.event_hooks["response"].append(hook)
@@ -433,15 +482,165 @@ async def langchain_loop(
     return _observed_run(f"proxy {arm}", wt, seen, wall, state, ok), seen
 
 
+async def agents_loop(
+    http: httpx.AsyncClient,
+    wt: WorkloadTask,
+    *,
+    latency: float,
+    arm: str = "F",
+    model: str = "harness",
+) -> tuple[SdkRun, Observed]:
+    """The OpenAI Agents SDK on ``wt``: an ``Agent`` with the workspace tools as function tools
+    (``FunctionTool``, each calling the toolset), on the SDK's default model — the Responses API
+    (``/v1/responses``) — through an OpenAI client on ``http``; the agent runs a response's
+    calls together. Tracing is off (it would export to OpenAI)."""
+    import agents
+    import openai
+
+    toolset, state = wt.toolset(latency=latency)
+    made: list[ToolCall] = []
+
+    def tool(spec: ToolSpec) -> Any:
+        function = spec["function"]
+        name = str(function["name"])
+
+        async def invoke(context: Any, arguments: str) -> str:
+            c = ToolCall(f"call_{len(made)}", name, arguments)
+            made.append(c)
+            return (await execute_call(toolset, c)).content
+
+        return agents.FunctionTool(
+            name=name,
+            description=str(function.get("description") or ""),
+            params_json_schema=dict(function.get("parameters") or {}),
+            on_invoke_tool=invoke,
+            strict_json_schema=False,
+        )
+
+    sdk = openai.AsyncOpenAI(
+        base_url=str(http.base_url),
+        api_key="unused",
+        http_client=http,  # type: ignore[arg-type]
+        max_retries=0,
+        default_headers=client_headers(wt, arm),
+    )
+    agent = agents.Agent(
+        name="workspace",
+        instructions=wt.task.system or _default_system(),
+        tools=[tool(spec) for spec in toolset.specs()],
+        model=model,
+    )
+    provider = agents.OpenAIProvider(openai_client=sdk)
+    config = agents.RunConfig(model_provider=provider, tracing_disabled=True)
+    started = time.monotonic()
+    with observe(http) as seen:
+        result = await agents.Runner.run(agent, wt.task.prompt, run_config=config, max_turns=60)
+    wall = time.monotonic() - started
+    ok = wt.score(made, state, str(result.final_output))
+    return _observed_run(f"proxy {arm}", wt, seen, wall, state, ok), seen
+
+
+async def anthropic_loop(
+    app: Any,
+    wt: WorkloadTask,
+    *,
+    latency: float,
+    arm: str = "F",
+    model: str = "harness",
+    max_round_trips: int = 60,
+) -> tuple[SdkRun, Observed]:
+    """The ``anthropic`` client's tool loop on ``wt`` through the app's Messages API
+    (``/v1/messages``): send, run every ``tool_use`` block (concurrently), send the
+    ``tool_result`` blocks back in one user message, repeat until an answer. The client
+    (over its own HTTP library, httpx2, in process) sends each call's ``input`` back as an
+    object: the proxy sees it re-serialised."""
+    import anthropic
+    import httpx2
+
+    toolset, state = wt.toolset(latency=latency)
+    tools = [
+        {
+            "name": spec["function"]["name"],
+            "description": spec["function"].get("description") or "",
+            "input_schema": spec["function"].get("parameters") or {"type": "object"},
+        }
+        for spec in toolset.specs()
+    ]
+    http = httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=app), base_url="http://harness.in-process"
+    )
+    client = anthropic.AsyncAnthropic(
+        base_url=str(http.base_url),
+        api_key="unused",
+        http_client=http,
+        max_retries=0,
+        default_headers=client_headers(wt, arm),
+    )
+    messages: list[dict[str, Any]] = [{"role": "user", "content": wt.task.prompt}]
+    made: list[ToolCall] = []
+    answer: str | None = None
+    started = time.monotonic()
+    async with http:
+        with observe(http) as seen:
+            for _ in range(max_round_trips):
+                reply = await client.messages.create(
+                    model=model,
+                    max_tokens=1024,
+                    system=wt.task.system or _default_system(),
+                    messages=messages,  # type: ignore[arg-type]
+                    tools=tools,  # type: ignore[arg-type]
+                )
+                messages.append(
+                    {"role": "assistant", "content": [b.model_dump() for b in reply.content]}
+                )
+                calls = [
+                    ToolCall(b.id, b.name, json.dumps(b.input))
+                    for b in reply.content
+                    if b.type == "tool_use"
+                ]
+                if not calls:
+                    answer = "".join(b.text for b in reply.content if b.type == "text")
+                    break
+                made.extend(calls)
+                results = await run_calls(toolset, calls)
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": r["tool_call_id"],
+                                "content": str(r["content"]),
+                            }
+                            for r in results
+                        ],
+                    }
+                )
+    wall = time.monotonic() - started
+    ok = wt.score(made, state, answer)
+    return _observed_run(f"proxy {arm}", wt, seen, wall, state, ok), seen
+
+
 async def client_run(
-    name: str, client: Any, http: httpx.AsyncClient, wt: WorkloadTask, *, latency: float, arm: str
+    name: str,
+    client: Any,
+    http: httpx.AsyncClient,
+    wt: WorkloadTask,
+    *,
+    latency: float,
+    arm: str,
+    app: Any = None,
 ) -> SdkRun:
-    """One run of the framework ``name`` (one of :data:`CLIENTS`) on ``wt``: the SDK loop over
-    ``client`` (an ``openai.AsyncOpenAI`` on ``http``), the others straight on ``http``."""
+    """One run of the client ``name`` (one of :data:`CLIENTS`) on ``wt``: the SDK loop over
+    ``client`` (an ``openai.AsyncOpenAI`` on ``http``), the anthropic client on ``app``'s
+    Messages API, the others straight on ``http``."""
     if name == "sdk":
         run, _ = await sdk_loop(client, wt, latency=latency, arm=arm)
         return run
-    loops = {"pydantic-ai": pydantic_ai_loop, "langchain": langchain_loop}
+    if name == "anthropic":
+        run, _ = await anthropic_loop(app, wt, latency=latency, arm=arm)
+        return run
+    loops = {"pydantic-ai": pydantic_ai_loop, "langchain": langchain_loop, "agents": agents_loop}
     if name not in loops:
         raise SystemExit(f"unknown client {name!r}; choose one of: {', '.join(CLIENTS)}")
     run, _ = await loops[name](http, wt, latency=latency, arm=arm)
@@ -601,7 +800,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                             await reset()
                         before = engine.generations
                         run = await client_run(
-                            args.client, client, http, wt, latency=args.latency, arm=arm
+                            args.client, client, http, wt, latency=args.latency, arm=arm, app=app
                         )
                         run.generations = engine.generations - before
                         runs.append(run)

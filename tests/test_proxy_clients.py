@@ -1,6 +1,7 @@
-"""Claims about real agent frameworks, unmodified, through the proxy's Chat Completions API:
-pydantic-ai's ``Agent`` (``OpenAIChatModel``) and LangChain's ``ChatOpenAI`` with bound tools,
-on workspace fan-out tasks at N = 4 and 8. Through the proxy each window costs the client two
+"""Claims about real agent clients, unmodified, through the proxy: pydantic-ai's ``Agent``
+(``OpenAIChatModel``) and LangChain's ``ChatOpenAI`` with bound tools on the Chat Completions
+API, the OpenAI Agents SDK on the Responses API and the ``anthropic`` client on the Messages
+API, on workspace fan-out tasks at N = 4 and 8. Through the proxy each window costs the client two
 round trips instead of N + 1, the upstream generates exactly what the serial run (the same
 client, ``X-Harness-Arm: S``) made it generate, never sees an assistant message with more than
 one call, and the final store is the serial run's. Both frameworks send the calls' arguments
@@ -61,7 +62,7 @@ class CompactArguments:
 
 
 async def _compare(
-    loop: Loop, sizes: list[int], *, compact: bool = False
+    loop: Loop, sizes: list[int], *, compact: bool = False, through_app: bool = False
 ) -> list[tuple[Observed, Observed]]:
     """Each task run by ``loop`` serially (arm S, pass-through) and flattened (arm F) through
     one in-process proxy; every claim of the module docstring checked. The runs' observations
@@ -74,14 +75,16 @@ async def _compare(
     toolset, _ = tasks[0].toolset()
     config = ProxyConfig(effects=workspace_effects(toolset), manifest=load_workspace_manifest())
     out = []
-    async with in_process_client(build_app(gold, config)) as http:
+    app = build_app(gold, config)
+    async with in_process_client(app) as http:
+        target: Any = app if through_app else http  # the anthropic client brings its own HTTP
         for wt in tasks:
             (n,) = wt.windows
             before = gold.generations
-            serial, s_seen = await loop(http, wt, latency=0.0, arm="S")
+            serial, s_seen = await loop(target, wt, latency=0.0, arm="S")
             serial_generations = gold.generations - before
             before = gold.generations
-            flat, f_seen = await loop(http, wt, latency=0.0, arm="F")
+            flat, f_seen = await loop(target, wt, latency=0.0, arm="F")
             flat_generations = gold.generations - before
             assert serial.success, wt.id
             assert flat.success, wt.id
@@ -164,3 +167,49 @@ def test_proxy_bench_refuses_a_crowd_of_a_framework_client() -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--engine", "scripted", "--client", "langchain", "--clients", "4"])
     assert exit_.value.code == 2
+
+
+# -- the Responses API (the OpenAI Agents SDK) and the Messages API (anthropic) ----------------
+
+MODULES.update({"agents": "agents", "anthropic": "anthropic"})
+
+
+@pytest.mark.parametrize("n", [4, 8])
+async def test_an_agents_sdk_agent_on_the_responses_api_gets_the_serial_store_in_two_round_trips(
+    n: int,
+) -> None:
+    pytest.importorskip(MODULES["agents"], reason="needs openai-agents (the clients extra)")
+    from benchmarks.proxy_bench import agents_loop
+
+    ((_serial, flat),) = await _compare(agents_loop, [n])
+    assert len(flat.received) == n  # the window's calls, as one response's function calls
+
+
+@pytest.mark.parametrize("n", [4, 8])
+async def test_the_anthropic_client_on_the_messages_api_gets_the_serial_store_in_two_round_trips(
+    n: int,
+) -> None:
+    pytest.importorskip(MODULES["anthropic"], reason="needs anthropic (the clients extra)")
+    pytest.importorskip("httpx2", reason="the anthropic client's HTTP library")
+    from benchmarks.proxy_bench import anthropic_loop
+
+    ((_serial, flat),) = await _compare(anthropic_loop, [n], through_app=True)
+    # every tool_use came back in the history (as objects: the Messages API has no argument
+    # string; the proxy restores the window by the value of each input)
+    assert _resent_differently(flat) == 0
+    assert len(flat.sent) == n
+
+
+@pytest.mark.parametrize("client", ["agents", "anthropic"])
+def test_proxy_bench_runs_the_responses_and_messages_clients(client: str, tmp_path: Path) -> None:
+    pytest.importorskip(MODULES[client], reason=f"needs {client} (the clients extra)")
+    from benchmarks.proxy_bench import main
+
+    out = tmp_path / "result.json"
+    argv = ["--engine", "scripted", "--client", client, "--sizes", "4", "--latency", "0"]
+    assert main([*argv, "--out", str(out)]) == 0
+    rows = {row["mode"]: row for row in json.loads(out.read_text(encoding="utf-8"))["summary"]}
+    assert rows["proxy S"]["round_trips"] == 5
+    assert rows["proxy F"]["round_trips"] == 2
+    assert rows["proxy S"]["generations"] == rows["proxy F"]["generations"] == 5
+    assert rows["proxy S"]["fingerprints"] == rows["proxy F"]["fingerprints"]
