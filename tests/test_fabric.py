@@ -109,13 +109,31 @@ def test_a_cycle_is_a_config_error_naming_the_nodes_on_it():
     assert "'D'" not in str(info.value)
 
 
+def _cycle(n: int) -> list[Any]:
+    return [step(f"N{i}", [f"N{(i - 1) % n}"]) for i in range(n)]
+
+
+def _seconds_to_refuse(nodes: list[Any]) -> float:
+    """The fastest of three refusals of ``nodes`` (a shared machine's noise only adds)."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        with pytest.raises(ConfigError):
+            TaskGraph(nodes)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 def test_a_cycle_through_a_huge_graph_is_found_in_linear_time_and_named_in_a_bounded_message():
     n = 20_000
-    nodes = [step(f"N{i}", [f"N{(i - 1) % n}"]) for i in range(n)]
-    started = time.perf_counter()
+    nodes = _cycle(n)
+    # Linear, not quadratic (a quadratic lookup took 1.9 s here): ten times the nodes cost
+    # about ten times the time, where a quadratic search would cost a hundred times. A ratio
+    # within one run, not a wall-clock bound (the machine is shared).
+    ratio = _seconds_to_refuse(nodes) / _seconds_to_refuse(_cycle(n // 10))
+    assert ratio < 35, ratio
     with pytest.raises(ConfigError) as info:
         TaskGraph(nodes)
-    assert time.perf_counter() - started < 0.5  # was 1.9 s: a quadratic lookup
     message = str(info.value)
     assert message.startswith("The task graph has a cycle of 20000 node(s): 'N0' -> 'N19999' -> ")
     assert "-> ... (19992 more) -> 'N0'" in message
