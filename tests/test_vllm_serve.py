@@ -200,7 +200,11 @@ async def test_an_unmodified_sdk_loop_through_the_proxy_over_vllm_serve_matches_
 
     (wt,) = fan_out_tasks([4])
     toolset, _ = wt.toolset()
-    config = ProxyConfig(effects=workspace_effects(toolset), manifest=load_workspace_manifest())
+    config = ProxyConfig(
+        effects=workspace_effects(toolset),
+        manifest=load_workspace_manifest(),
+        upstream_model=SERVED_NAME,  # harness serve --model: the client's name mapped to it
+    )
     runs = {}
     async with _http(vllm_server, tool_format="harness") as upstream:
         for arm in ("S", "F"):

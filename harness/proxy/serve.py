@@ -71,14 +71,22 @@ async def serve(
         ) from None
     sock.listen(2048)  # connections queue from now on: on_listen's URL answers at once
     bound = sock.getsockname()[1]
-    # The lifespan runs: it holds the task group where conversations wait for their clients
-    # (harness.proxy.conversation); without it every request would start from its history.
-    config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=False)
+    config = uvicorn.Config(app, log_level=log_level, lifespan="off", access_log=False)
     server = _Server(config)
-    if on_listen is not None:
-        shown = f"[{host}]" if family == socket.AF_INET6 else host
-        on_listen(f"http://{shown}:{bound}/v1")
+    # The app's lifespan runs here, in this task, around the server (not in uvicorn's lifespan
+    # task, which a cancel would leave with a logged traceback): it holds the task group where
+    # conversations wait for their clients (harness.proxy.conversation), and a cancel (a
+    # signal) leaves it cleanly, cancelling them. Without it every request would start from
+    # its history.
+    lifespan = getattr(getattr(app, "router", None), "lifespan_context", None)
+    around: contextlib.AbstractAsyncContextManager[Any] = (
+        lifespan(app) if lifespan is not None else contextlib.nullcontext()
+    )
     try:
-        await server.serve(sockets=[sock])
+        async with around:
+            if on_listen is not None:
+                shown = f"[{host}]" if family == socket.AF_INET6 else host
+                on_listen(f"http://{shown}:{bound}/v1")
+            await server.serve(sockets=[sock])
     finally:
         sock.close()
