@@ -57,7 +57,9 @@ test: model check
 # No extras: the package as `pip install agent-harness` gives it, plus pytest. Tests that need an
 # extra (vLLM, matplotlib, the BFCL data, ...) skip and say which.
 test-minimal:
-	rm -rf $(MINIMAL)
+	# (setuptools' build/lib is not cleaned between builds: a module deleted since the last
+	# build would still go into the wheel)
+	rm -rf $(MINIMAL) build/lib build/bdist.*
 	$(PYTHON) -m pip wheel -q --no-deps -w $(MINIMAL)/dist .
 	$(PYTHON) -m venv $(MINIMAL)/venv
 	$(MINIMAL)/venv/bin/python -m pip install -q "$$(ls $(MINIMAL)/dist/*.whl)[test]"
