@@ -156,10 +156,10 @@ def check_targets_canonical(kit: KitView, name: str) -> ClaimResult:
         assert second.writes is not None
         if any_overlap(first.writes, second.writes):
             return  # declared as one resource (or overlapping ones): nothing can certify apart
-        run_a, run_b = kit.once(name, arguments), kit.once(name, other)
-        shared = _shared_resources(run_a, run_b)
-        if shared is None:
+        found = _one_resource(kit, name, arguments, other)
+        if found is None:
             return
+        run_a, run_b, shared = found
         raise Falsified(
             Counterexample(
                 calls=((name, arguments), (name, other)),
@@ -196,6 +196,17 @@ def check_targets_canonical(kit: KitView, name: str) -> ClaimResult:
         tool=name,
         empty="no argument that feeds its targets has another spelling to try",
     )
+
+
+def _one_resource(
+    kit: KitView, name: str, first: Mapping[str, Any], second: Mapping[str, Any]
+) -> tuple[Any, Any, str] | None:
+    """The tail both spelling claims share: ``name`` run once with ``first`` and once with
+    ``second``, each on a fresh state; the two runs and what they changed in common when they
+    changed one resource of the store (a counterexample to build), else ``None``."""
+    run_a, run_b = kit.once(name, first), kit.once(name, second)
+    shared = _shared_resources(run_a, run_b)
+    return None if shared is None else (run_a, run_b, shared)
 
 
 def _shared_resources(run_a: Any, run_b: Any) -> str | None:
@@ -296,10 +307,10 @@ def check_identity(kit: KitView, name: str) -> ClaimResult:
             )
         if key == other_key:
             return
-        run_a, run_b = kit.once(name, arguments), kit.once(name, other)
-        shared = _shared_resources(run_a, run_b)
-        if shared is None:
+        found = _one_resource(kit, name, arguments, other)
+        if found is None:
             return
+        run_a, run_b, shared = found
         raise Falsified(
             Counterexample(
                 calls=((name, arguments), (name, other)),
