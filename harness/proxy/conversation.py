@@ -323,8 +323,9 @@ class Conversation:
         )
         self.state: RunState | None = None
         self.pending: Handoff | None = None
-        #: The (restored) history of the latest request: what the client holds.
-        self.client_messages: Sequence[Message] = task.history
+        self._client: Sequence[Message] = ()
+        self._client_meanings: list[list[Any]] = []
+        self.client_messages = task.history
         self.scope = anyio.CancelScope()
         self.used = time.monotonic()
         self.max_generations = max_generations
@@ -366,6 +367,17 @@ class Conversation:
         self.used = time.monotonic()
         return self.meter
 
+    @property
+    def client_messages(self) -> Sequence[Message]:
+        """The (restored) history of the latest request: what the client holds."""
+        return self._client
+
+    @client_messages.setter
+    def client_messages(self, messages: Sequence[Message]) -> None:
+        self._client = messages
+        # each message's meaning, once per request (every generation compares against it)
+        self._client_meanings = [message_meaning(m) for m in messages]
+
     def as_client_sent(self, messages: Sequence[Message]) -> list[Message]:
         """``messages`` (the run's transcript) with every message the client holds in the
         client's own bytes: in order, each message that means what the client's next one
@@ -379,7 +391,7 @@ class Conversation:
         j = 0
         for i, message in enumerate(messages):
             if i not in internal and j < len(client):
-                if message_meaning(client[j]) == message_meaning(message):
+                if self._client_meanings[j] == message_meaning(message):
                     out.append(_with_arguments_of(client[j], message))
                     j += 1
                     continue

@@ -39,8 +39,8 @@ from dataclasses import replace
 from typing import Any
 
 from harness.engines.base import Message
-from harness.proxy.protocol import BadRequest, ChatRequest, parse_request
-from harness.proxy.wire import chat_chunks, sse
+from harness.proxy.protocol import BadRequest, ChatRequest
+from harness.proxy.wire import chat_chunks, parse_as_chat, sse
 
 __all__ = ("MessagesApi", "chat_body")
 
@@ -278,12 +278,12 @@ class MessagesApi:
     name = "messages"
 
     def parse(self, body: Any, *, max_messages: int) -> ChatRequest:
-        chat = chat_body(body)
-        try:
-            parsed = parse_request(chat, max_messages=max_messages)
-        except BadRequest as bad:
-            message = bad.message.replace("'stop'", "'stop_sequences'")
-            raise BadRequest(message, param=_param(bad.param), status=bad.status) from None
+        parsed = parse_as_chat(
+            chat_body(body),
+            max_messages=max_messages,
+            field=("'stop'", "'stop_sequences'"),
+            param=_param,
+        )
         return replace(parsed, extra={"model": body.get("model", "")})
 
     def error(self, message: str, *, status: int, kind: str, param: str | None) -> dict[str, Any]:

@@ -39,8 +39,8 @@ from dataclasses import replace
 from typing import Any
 
 from harness.engines.base import Message
-from harness.proxy.protocol import BadRequest, ChatRequest, error_body, parse_request
-from harness.proxy.wire import chat_chunks, sse
+from harness.proxy.protocol import BadRequest, ChatRequest, error_body
+from harness.proxy.wire import chat_chunks, parse_as_chat, sse
 
 __all__ = ("ResponsesApi", "chat_body")
 
@@ -256,12 +256,12 @@ class ResponsesApi:
     name = "responses"
 
     def parse(self, body: Any, *, max_messages: int) -> ChatRequest:
-        chat = chat_body(body)
-        try:
-            parsed = parse_request(chat, max_messages=max_messages)
-        except BadRequest as bad:
-            message = bad.message.replace("'max_tokens'", "'max_output_tokens'")
-            raise BadRequest(message, param=_param(bad.param), status=bad.status) from None
+        parsed = parse_as_chat(
+            chat_body(body),
+            max_messages=max_messages,
+            field=("'max_tokens'", "'max_output_tokens'"),
+            param=_param,
+        )
         echo = {
             "instructions": body.get("instructions"),
             "tools": body.get("tools") or [],

@@ -21,7 +21,7 @@ from harness._logging import get_logger
 from harness.errors import EngineError, HarnessError
 from harness.proxy.conversation import Meter
 from harness.proxy.overhead import Kind, Overheads
-from harness.proxy.protocol import BadRequest, ChatRequest
+from harness.proxy.protocol import BadRequest, ChatRequest, parse_request
 
 try:
     from starlette.requests import Request
@@ -32,7 +32,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         f"(the 'serve' extra: starlette and uvicorn); {exc}"
     ) from exc
 
-__all__ = ("ChatChunk", "WireApi", "chat_chunks", "sse", "wire_endpoint")
+__all__ = ("ChatChunk", "WireApi", "chat_chunks", "parse_as_chat", "sse", "wire_endpoint")
 
 _log = get_logger("harness.proxy")
 
@@ -61,6 +61,24 @@ class _Service(Protocol):
     def overheads(self) -> Overheads: ...
     def hide(self, text: str) -> str: ...
     async def complete(self, request: ChatRequest, headers: Mapping[str, str]) -> _Served: ...
+
+
+def parse_as_chat(
+    chat: Mapping[str, Any],
+    *,
+    max_messages: int,
+    field: tuple[str, str],
+    param: Callable[[str | None], str | None],
+) -> ChatRequest:
+    """``chat`` (an API's body translated to a chat-completions body) checked as the chat
+    route checks its own; a mistake is said in the API's own terms: ``field`` (the chat
+    field's quoted name and the API's) renamed in the message, ``param`` mapping the
+    parameter's name."""
+    try:
+        return parse_request(chat, max_messages=max_messages)
+    except BadRequest as bad:
+        message = bad.message.replace(*field)
+        raise BadRequest(message, param=param(bad.param), status=bad.status) from None
 
 
 class WireApi(Protocol):
