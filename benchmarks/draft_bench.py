@@ -6,18 +6,24 @@ engine, what each proposer (``--proposers``: ``none``, vLLM's ``ngram``, the har
 ``window``, :mod:`harness.engines.window_drafts`) does to a fan-out window's decode:
 
 * **cells**: K survey tasks (one fan-out window of n reads whose keys are task inputs) run
-  concurrently on one engine under each arm (``--arms``, default S, F, P) and policy
-  (``--policies``, default gold: the engine is constrained to the gold calls, so every
-  proposer and arm emits the same text; ``model``: the model chooses, the lossless check
-  bites), tool latency 0 (decode is what is measured);
+  concurrently on one engine under each arm (``--arms``, default S, F, P; F+spec too) and
+  policy (``--policies``, default gold: the engine is constrained to the gold calls, so every
+  proposer and arm emits the same text; ``oracle``: the context-bound oracle's calls;
+  ``model``: the model chooses, the lossless check bites), tool latency 0 (decode is what
+  is measured); with ``--workload ID|KIND ...`` the cells are those workload tasks instead
+  (``all``: the 48 seeded tasks), K at a time;
 * **every proposer's engine is open at once** and a cell runs on each of them back to back
   (in an order rotated per repetition), so their walls are compared under the same load;
 * per job: wall, decode seconds and generated tokens of its turns (decode tokens/s), and the
   engine's draft counters over the cell (drafts, drafted and accepted tokens: acceptance rate
   and tokens per verification step);
 * **lossless**: each job's calls (tool and argument text, in order), answer and generated
-  token counts per turn are compared with the ``none`` engine's; any difference is counted
-  and printed.
+  tokens of every turn (their digest, :func:`harness.engines.base.token_digest`: the token
+  ids themselves, not only their count) are compared with the ``none`` engine's; every
+  difference is counted and listed with the first turn that differs.
+
+``--draft-max-batch N`` sets the window proposer's load switch
+(:attr:`harness.engines.vllm.VLLMSettings.draft_max_batch`; 0 = draft at any load).
 
 Results: ``OUT/results.jsonl`` (one row per job), ``OUT/report.md`` (per arm, n and K: median
 wall and decode tokens/s per proposer, their ratio to ``none``, acceptance, mismatches).
@@ -34,7 +40,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -42,21 +48,34 @@ from typing import Any
 import anyio
 
 from benchmarks.spec_bench import run_cell, survey_task
-from harness.bench.workload import WorkloadTask
+from harness.bench.runner import select_tasks
+from harness.bench.workload import WorkloadTask, generate_tasks, workload_tasks
+from harness.engines.vllm import DRAFT_MAX_BATCH
 from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = ("PROPOSERS", "main", "summarise")
 
-PROPOSERS = ("none", "ngram", "window")
+PROPOSERS = ("none", "ngram", "suffix", "window")
 DEFAULT_OUT = Path("benchmarks/results/draft")
 
 
 def _signature(job: dict[str, Any]) -> list[Any]:
     """What the model generated: calls (tool, argument text) in order, the answer, and the
-    generated tokens of each turn."""
+    generated tokens of each turn (count and digest of the ids)."""
     calls = [(c["tool"], c["arguments"]) for c in job["calls"]]
-    tokens = [t.get("completion_tokens") for t in job["turns"]]
+    tokens = [[t.get("completion_tokens"), t.get("token_digest", "")] for t in job["turns"]]
     return [calls, job.get("answer"), tokens]
+
+
+def first_difference(mine: Sequence[Any], base: Sequence[Any]) -> str:
+    """Where two signatures part: the first turn whose tokens differ (1-based), else the
+    calls or the answer."""
+    for i, (a, b) in enumerate(zip(mine[2], base[2], strict=False), start=1):
+        if a != b:
+            return f"turn {i}"
+    if len(mine[2]) != len(base[2]):
+        return f"turn {min(len(mine[2]), len(base[2])) + 1} (one run has more turns)"
+    return "calls" if mine[0] != base[0] else "answer"
 
 
 def _row(job: dict[str, Any], cell: dict[str, Any], proposer: str) -> dict[str, Any]:
@@ -79,10 +98,15 @@ def _row(job: dict[str, Any], cell: dict[str, Any], proposer: str) -> dict[str, 
 
 
 async def _cell(
-    engine: Any, tasks: Sequence[WorkloadTask], label: str, policy: str, manifest: Any
+    engine: Any,
+    tasks: Sequence[WorkloadTask],
+    label: str,
+    policy: str,
+    manifest: Any,
+    levers: dict[str, bool],
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     before = engine.draft_stats
-    jobs = await run_cell(engine, tasks, label, 0.0, 0, manifest, policy=policy)
+    jobs = await run_cell(engine, tasks, label, 0.0, 0, manifest, policy=policy, **levers)
     delta = engine.draft_stats - before
     counts = {
         "drafts": delta.drafts,
@@ -90,6 +114,21 @@ async def _cell(
         "accepted_tokens": delta.accepted_tokens,
     }
     return sorted(jobs, key=lambda j: j["task_id"]), counts
+
+
+def _cells(args: argparse.Namespace, rep: int) -> Iterator[tuple[int, int, list[WorkloadTask]]]:
+    """(K, n, tasks) of each cell of repetition ``rep``: survey tasks of n reads, K copies;
+    or (``--workload``) the named workload tasks K at a time (n = 0)."""
+    if args.workload:
+        names = [t.id for t in generate_tasks(0)] if args.workload == ["all"] else args.workload
+        picked = select_tasks(workload_tasks(0), names)
+        for k in args.concurrency:
+            for start in range(0, len(picked), k):
+                yield k, 0, picked[start : start + k]
+        return
+    for k in args.concurrency:
+        for n in args.n:
+            yield k, n, [survey_task(n, copy, seed=rep) for copy in range(k)]
 
 
 async def measure(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
@@ -101,36 +140,36 @@ async def measure(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
         engines = {}
         for proposer in args.proposers:
             print(f"starting the {proposer} engine…", flush=True)
+            extra = {"draft_max_batch": args.draft_max_batch} if proposer == "window" else {}
             engines[proposer] = await stack.enter_async_context(
-                open_default_engine(speculate=proposer)
+                open_default_engine(speculate=proposer, **extra)
             )
+        levers = {"skill_tools": args.skill_tools, "open_slots": args.open_slots}
         with (out / "results.jsonl").open("a", encoding="utf-8") as sink:
             for rep in range(args.reps):
-                for k in args.concurrency:
-                    for n in args.n:
-                        tasks = [survey_task(n, copy, seed=rep) for copy in range(k)]
-                        for policy in args.policies:
-                            for label in args.arms:
-                                order = list(args.proposers)
-                                shift = rep % len(order)
-                                for proposer in order[shift:] + order[:shift]:
-                                    cell = {"K": k, "n": n, "rep": rep, "policy": policy}
-                                    jobs, counts = await _cell(
-                                        engines[proposer], tasks, label, policy, manifest
-                                    )
-                                    for job in jobs:
-                                        row = {**_row(job, cell, proposer), **counts}
-                                        rows.append(row)
-                                        sink.write(json.dumps(row, default=str) + "\n")
-                                        sink.flush()
-                                    print(
-                                        f"K={k} n={n} rep={rep} {policy} {label:<7} "
-                                        f"{proposer:<6} wall "
-                                        f"{statistics.median(r['wall_s'] or 0 for r in rows[-k:]):6.2f} s"
-                                        f"  accepted {counts['accepted_tokens']}/"
-                                        f"{counts['draft_tokens']}",
-                                        flush=True,
-                                    )
+                for k, n, tasks in _cells(args, rep):
+                    for policy in args.policies:
+                        for label in args.arms:
+                            order = list(args.proposers)
+                            shift = rep % len(order)
+                            for proposer in order[shift:] + order[:shift]:
+                                cell = {"K": k, "n": n, "rep": rep, "policy": policy}
+                                jobs, counts = await _cell(
+                                    engines[proposer], tasks, label, policy, manifest, levers
+                                )
+                                for job in jobs:
+                                    row = {**_row(job, cell, proposer), **counts}
+                                    rows.append(row)
+                                    sink.write(json.dumps(row, default=str) + "\n")
+                                    sink.flush()
+                                print(
+                                    f"K={k} n={n} rep={rep} {policy} {label:<7} "
+                                    f"{proposer:<6} wall "
+                                    f"{statistics.median(r['wall_s'] or 0 for r in rows[-k:]):6.2f} s"
+                                    f"  accepted {counts['accepted_tokens']}/"
+                                    f"{counts['draft_tokens']}",
+                                    flush=True,
+                                )
     return rows
 
 
@@ -147,13 +186,19 @@ def summarise(rows: Sequence[dict[str, Any]]) -> str:
         for r in rows
         if r["proposer"] == "none"
     }
-    mismatches = 0
+    differ: list[str] = []
     checked = 0
     for r in rows:
         key = (r["policy"], r["arm"], r["K"], r["n"], r["rep"], r["task_id"])
         if r["proposer"] != "none" and key in baseline:
             checked += 1
-            mismatches += r["signature"] != baseline[key]
+            if r["signature"] != baseline[key]:
+                where = first_difference(r["signature"], baseline[key])
+                differ.append(
+                    f"- {r['task_id']} {r['arm']} {r['policy']} K={r['K']} rep {r['rep']} "
+                    f"{r['proposer']}: {where}"
+                )
+    mismatches = len(differ)
     lines = [
         "| policy | arm | K | n | proposer | wall s | decode tok/s | wall / none | "
         "accepted / drafted | tokens per step |",
@@ -183,7 +228,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> str:
     lines += [
         "",
         f"Lossless: {checked} jobs compared with the none engine's, {mismatches} differ "
-        "(calls, answer or generated tokens per turn).",
+        "(calls, answer or the generated token ids of a turn).",
+        *differ,
     ]
     return "\n".join(lines)
 
@@ -194,7 +240,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--proposers", nargs="+", choices=PROPOSERS, default=["none", "window"])
     parser.add_argument("--arms", nargs="+", default=["S", "F", "P"])
-    parser.add_argument("--policies", nargs="+", default=["gold"], choices=("gold", "model"))
+    parser.add_argument(
+        "--policies", nargs="+", default=["gold"], choices=("gold", "oracle", "model")
+    )
+    parser.add_argument(
+        "--workload",
+        nargs="+",
+        metavar="ID",
+        help="run these workload tasks (ids or kinds, e.g. easy_fan_out; all = the 48 seeded "
+        "tasks) instead of survey tasks; --n is then ignored",
+    )
+    parser.add_argument(
+        "--draft-max-batch",
+        type=int,
+        default=DRAFT_MAX_BATCH,
+        metavar="N",
+        help="the window proposer drafts only while at most N requests decode in one step "
+        f"(0 = at any load; default {DRAFT_MAX_BATCH})",
+    )
+    parser.add_argument("--skill-tools", action="store_true", help="the skill-tools lever")
+    parser.add_argument("--open-slots", action="store_true", help="the open-slots lever")
     parser.add_argument("--n", nargs="+", type=int, default=[2, 4, 6, 10])
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1])
     parser.add_argument("--reps", type=int, default=3)

@@ -98,9 +98,19 @@ async def run_cell(
     manifest: Any,
     *,
     policy: str = "gold",
+    skill_tools: bool = False,
+    open_slots: bool = False,
 ) -> list[dict[str, Any]]:
-    """The K tasks of one cell under one arm and policy, concurrently (each one job)."""
-    spec = JobSpec.from_label(label, policy=policy, latency_s=latency, latency_seed=rep)
+    """The K tasks of one cell under one arm and policy, concurrently (each one job);
+    ``skill_tools`` and ``open_slots`` are the manifest-guided levers."""
+    spec = JobSpec.from_label(
+        label,
+        policy=policy,
+        latency_s=latency,
+        latency_seed=rep,
+        skill_tools=skill_tools,
+        open_slots=open_slots,
+    )
     jobs: list[dict[str, Any]] = []
 
     async def one(wt: WorkloadTask) -> None:

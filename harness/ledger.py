@@ -58,7 +58,9 @@ _log = get_logger("harness.ledger")
 class TurnRecord:
     """One generation. ``purpose``: ``call`` (emitted calls), ``answer`` (final answer),
     ``absorb`` (first turn after a window closed), ``resample`` (a P+V candidate),
-    ``discard`` (a call dropped under D2: no generation of its own, so no tokens)."""
+    ``discard`` (a call dropped under D2: no generation of its own, so no tokens).
+    ``token_digest``: the generated token ids' digest (:func:`harness.engines.base.token_digest`;
+    empty when the engine does not report the ids)."""
 
     run_id: str
     turn: int
@@ -75,6 +77,7 @@ class TurnRecord:
     wall_s: float = 0.0
     started: float = 0.0
     window_open: bool = False
+    token_digest: str = ""
     kind: str = "turn"
 
     @property

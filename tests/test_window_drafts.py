@@ -8,14 +8,22 @@ from typing import Any
 
 import pytest
 
-from harness.engines.window_drafts import CHANNEL_ENV, DraftChannel, WindowProposer
+from harness.engines.window_drafts import (
+    CHANNEL_ENV,
+    MAX_BATCH_ENV,
+    DraftChannel,
+    WindowProposer,
+)
 
 # vLLM hands the proposer numpy arrays (numpy comes with the cpu/gpu extras).
 np = pytest.importorskip("numpy", reason="the window proposer reads numpy arrays (cpu extra)")
 
 
-def _proposer(monkeypatch: pytest.MonkeyPatch, channel: DraftChannel, k: int = 4) -> WindowProposer:
+def _proposer(
+    monkeypatch: pytest.MonkeyPatch, channel: DraftChannel, k: int = 4, max_batch: int = 0
+) -> WindowProposer:
     monkeypatch.setenv(CHANNEL_ENV, str(channel.path))
+    monkeypatch.setenv(MAX_BATCH_ENV, str(max_batch))
     config = SimpleNamespace(
         speculative_config=SimpleNamespace(num_speculative_tokens=k),
         model_config=SimpleNamespace(max_model_len=64),
@@ -63,3 +71,18 @@ def test_a_request_that_sampled_nothing_gets_no_draft(
     proposer = _proposer(monkeypatch, channel)
     lengths, table = _batch([1, 2, 3, 1, 2, 3])
     assert proposer.propose([[]], lengths, table) == [[]]
+
+
+def test_under_load_the_proposer_drafts_nothing(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    channel = DraftChannel(tmp_path / "drafts.jsonl")
+    channel.publish([[1, 2, 3, 4, 5, 6, 7, 8]])
+    proposer = _proposer(monkeypatch, channel, max_batch=2)
+    two = _batch([9, 2, 3], [9, 9, 2, 3])
+    assert proposer.propose([[3], [3]], *two) == [[4, 5, 6, 7], [4, 5, 6, 7]]
+    # A request still prefilling (it sampled nothing) is not decoding: two decode, as above.
+    three = _batch([9, 2, 3], [9, 9, 2, 3], [1, 2])
+    assert proposer.propose([[3], [3], []], *three) == [[4, 5, 6, 7], [4, 5, 6, 7], []]
+    # Three decode: more than max_batch, so no request gets a draft.
+    assert proposer.propose([[3], [3], [2]], *three) == [[], [], []]

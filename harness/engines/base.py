@@ -15,6 +15,7 @@ job (the loop only sees structured :class:`ToolCall` values).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ __all__ = (
     "ToolSpec",
     "Usage",
     "guarded_generate",
+    "token_digest",
 )
 
 #: One chat message in the OpenAI chat-completions format: ``{"role": ..., "content": ...}``,
@@ -158,12 +160,21 @@ class Timings:
     decode_s: float = 0.0
 
 
+def token_digest(token_ids: Sequence[int]) -> str:
+    """A short digest of generated token ids (16 hex digits of SHA-256 over their decimal
+    spelling): equal ids, equal digest."""
+    return hashlib.sha256(",".join(map(str, token_ids)).encode("ascii")).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Completion:
     """One assistant turn: text and/or tool calls, usage and timings.
 
     ``finish_reason`` is ``"tool_calls"`` when calls were emitted, ``"stop"`` for a final
     answer, ``"length"`` when the output hit ``max_tokens`` (a model that never stops).
+    ``token_digest`` identifies the exact generated token ids (:func:`token_digest`; empty
+    when the engine does not see them, e.g. over HTTP): two generations with the same
+    digest emitted the same tokens, which is how drafted decoding is shown lossless.
     """
 
     content: str | None
@@ -171,6 +182,7 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
     timings: Timings = field(default_factory=Timings)
     finish_reason: Literal["stop", "tool_calls", "length"] = "stop"
+    token_digest: str = ""
 
     def to_message(self) -> Message:
         """The assistant message to append to the chat."""

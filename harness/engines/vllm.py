@@ -50,8 +50,9 @@ from harness.engines.base import (
     ToolCall,
     ToolSpec,
     Usage,
+    token_digest,
 )
-from harness.engines.window_drafts import CHANNEL_ENV, DraftChannel
+from harness.engines.window_drafts import CHANNEL_ENV, MAX_BATCH_ENV, DraftChannel
 from harness.errors import ConfigError, ContextWindowExceeded, EngineDeadError, EngineRequestError
 
 __all__ = (
@@ -78,6 +79,11 @@ def _all_cpus() -> str:
     except AttributeError:  # pragma: no cover - not Linux
         cpus = list(range(os.cpu_count() or 1))
     return ",".join(str(cpu) for cpu in cpus)
+
+
+#: The default of ``VLLMSettings.draft_max_batch``: the window proposer drafts only while at
+#: most this many requests decode in one step (see there).
+DRAFT_MAX_BATCH = 2
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,12 @@ class VLLMSettings:
       harness's own proposer, :mod:`harness.engines.window_drafts`: drafts the window's
       predicted calls, ``GenerationSettings.draft_calls``, then falls back to prompt lookup).
       ``speculative_tokens`` (default 6) is the draft length per step.
+    - ``draft_max_batch`` (window proposer only): it drafts nothing in a step where more
+      than this many requests decode (0 = always draft). On this CPU a plain step of one
+      request is mostly fixed cost and verifying a 6-token draft costs ~3x it, a gain at
+      5.5 tokens per step; with 8 requests a step is compute-bound and the same drafts
+      cost ~6x for ~5 tokens, a loss (``benchmarks/results/draft/``). vLLM's own
+      proposers have no such switch.
     - ``extra``: any further ``AsyncEngineArgs`` fields, passed through.
     """
 
@@ -131,6 +143,7 @@ class VLLMSettings:
     quiet: bool = True
     speculate: str = "none"
     speculative_tokens: int = 6
+    draft_max_batch: int = DRAFT_MAX_BATCH
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -164,6 +177,10 @@ class VLLMSettings:
             "disable_log_stats": False,
             "use_tqdm_on_load": not self.quiet,  # "Loading safetensors checkpoint shards" bars
         }
+        if self.draft_max_batch < 0:
+            raise ConfigError(
+                f"draft_max_batch must be 0 (no limit) or more, not {self.draft_max_batch}."
+            )
         spec = speculative_config(self.speculate, self.speculative_tokens)
         if spec is not None:
             args["speculative_config"] = spec
@@ -559,8 +576,9 @@ class VLLMEngine(ClosingContext):
         folder = _model_folder(model)
         _apply_environment(resolved)
         channel = DraftChannel() if resolved.speculate == "window" else None
-        if channel is not None:  # the forked worker's proposer reads it (window_drafts)
+        if channel is not None:  # the forked worker's proposer reads these (window_drafts)
             os.environ[CHANNEL_ENV] = str(channel.path)
+            os.environ[MAX_BATCH_ENV] = str(resolved.draft_max_batch)
         _import_vllm()
         counters = _Counters()
         before = _engine_processes()
@@ -900,12 +918,18 @@ class VLLMEngine(ClosingContext):
         )
         timings = _timings(final.metrics)
         truncated = output.finish_reason == "length"
+        digest = token_digest(output.token_ids)
         if forced is not None:
-            return _format.forced_completion(text, forced, settings, usage, timings, "the engine")
+            completion = _format.forced_completion(
+                text, forced, settings, usage, timings, "the engine"
+            )
+            return replace(completion, token_digest=digest)
         parsed = _format.parse_reply(
             text, truncated=truncated, has_tools=bool(tools), salt=prompt[-512:]
         )
-        return Completion(parsed.content, parsed.tool_calls, usage, timings, parsed.finish_reason)
+        return Completion(
+            parsed.content, parsed.tool_calls, usage, timings, parsed.finish_reason, digest
+        )
 
 
 def _timings(metrics: Any) -> Timings:

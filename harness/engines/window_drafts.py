@@ -23,6 +23,10 @@ This module drafts from what a real deployment has — never from a policy's gol
   of up to 8 tokens wins) and drafts what follows; without a match it falls back to prompt
   lookup, the continuation of the last 3 tokens earlier in the request's own context (what
   vLLM's n-gram proposer does), which covers a previous call repeated.
+* **Off under load.** When more than ``max_batch`` requests decode in one step
+  (:attr:`~harness.engines.vllm.VLLMSettings.draft_max_batch`, carried by
+  :data:`MAX_BATCH_ENV`), it drafts nothing: on a CPU a step of many requests is
+  compute-bound and verifying their drafts costs more than the tokens it saves.
 
 The channel is a file (the worker is a forked process): the front end rewrites it atomically
 with the most recent :data:`MAX_SEQUENCES` sequences and the proposer re-reads it when it
@@ -41,10 +45,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ("CHANNEL_ENV", "MAX_SEQUENCES", "DraftChannel", "WindowProposer")
+__all__ = ("CHANNEL_ENV", "MAX_BATCH_ENV", "MAX_SEQUENCES", "DraftChannel", "WindowProposer")
 
 #: The environment variable through which the forked worker finds the channel file.
 CHANNEL_ENV = "HARNESS_DRAFT_CHANNEL"
+#: The environment variable that carries :attr:`VLLMSettings.draft_max_batch` to the worker.
+MAX_BATCH_ENV = "HARNESS_DRAFT_MAX_BATCH"
 #: How many published sequences the channel keeps (the most recent).
 MAX_SEQUENCES = 256
 #: The longest suffix of a request matched against a published sequence (tokens).
@@ -96,6 +102,7 @@ class WindowProposer:
         self.k = int(spec.num_speculative_tokens)
         self.max_model_len = int(vllm_config.model_config.max_model_len)
         self.path = os.environ.get(CHANNEL_ENV)
+        self.max_batch = int(os.environ.get(MAX_BATCH_ENV) or 0)
         self._stamp: tuple[int, int, int] | None = None
         self._sequences: list[list[int]] = []
         self._index: dict[tuple[int, int], list[tuple[int, int]]] = {}
@@ -177,6 +184,10 @@ class WindowProposer:
         **_: Any,
     ) -> list[list[int]]:
         """One draft per request of the batch (empty where there is none)."""
+        if self.max_batch and sum(1 for s in sampled_token_ids if s) > self.max_batch:
+            # Under load a step is compute-bound: verifying k drafted tokens per request
+            # costs more than the tokens it saves (see VLLMSettings.draft_max_batch).
+            return [[] for _ in sampled_token_ids]
         self._refresh()
         drafts: list[list[int]] = []
         for i, sampled in enumerate(sampled_token_ids):

@@ -294,6 +294,7 @@ class RunState:
                 wall_s=time.monotonic() - started,
                 started=started,
                 window_open=window_open,
+                token_digest=completion.token_digest,
             )
         )
 
