@@ -19,7 +19,7 @@ MINIMAL := build/minimal
 # render) an error.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet -f docs/mkdocs.yml
 
-.PHONY: setup model run test test-minimal check docs fmt clean-venv
+.PHONY: setup model run test test-minimal check docs fmt clean-venv suffix
 
 setup: $(STAMP)
 
@@ -70,6 +70,20 @@ test-minimal:
 
 docs: setup
 	$(MKDOCS)
+
+# vLLM's suffix proposer (--speculate suffix) needs arctic-inference, an sdist whose isolated
+# build would download a CUDA torch just to find torch's CMake files. On CPU only its suffix
+# tree (plain C++, nanobind) is built: build the wheel in a throwaway venv that sees this venv's
+# torch, then install it here without dependencies. Its vLLM plugin stays off unless
+# ARCTIC_INFERENCE_ENABLED is set.
+SUFFIX_BUILD := build/suffix
+suffix: setup
+	rm -rf $(SUFFIX_BUILD)
+	$(PYTHON) -m venv $(SUFFIX_BUILD)/venv
+	$(BIN)/python -c "import site; print(site.getsitepackages()[0])" > "$$($(SUFFIX_BUILD)/venv/bin/python -c 'import site; print(site.getsitepackages()[0])')/harness-venv.pth"
+	$(SUFFIX_BUILD)/venv/bin/python -m pip install -q cmake ninja "nanobind==2.9.2" "setuptools>=61" wheel "protobuf==5.29.6" grpcio-tools
+	PATH="$(abspath $(SUFFIX_BUILD))/venv/bin:$$PATH" $(SUFFIX_BUILD)/venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w $(SUFFIX_BUILD)/dist "arctic-inference==0.3.0"
+	$(BIN)/python -m pip install -q --no-deps $(SUFFIX_BUILD)/dist/arctic_inference-*.whl
 
 fmt: setup
 	$(BIN)/ruff format .

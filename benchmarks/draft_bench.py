@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
 import sys
 import time
@@ -48,6 +49,7 @@ from typing import Any
 import anyio
 
 from benchmarks.spec_bench import run_cell, survey_task
+from harness._jsonl import read_jsonl
 from harness.bench.runner import select_tasks
 from harness.bench.workload import WorkloadTask, generate_tasks, workload_tasks
 from harness.engines.vllm import DRAFT_MAX_BATCH
@@ -173,6 +175,11 @@ async def measure(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _shape(row: dict[str, Any]) -> str:
+    """The report's n column: the survey's n, or a workload task's kind (``fan_out``, ...)."""
+    return str(row["n"]) if row["n"] else str(row["task_id"]).rsplit("-", 1)[0]
+
+
 def summarise(rows: Sequence[dict[str, Any]]) -> str:
     """The report: per (policy, arm, K, n), median wall and decode tokens/s per proposer,
     ratios to ``none``, acceptance, and lossless mismatches."""
@@ -180,7 +187,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> str:
         lambda: defaultdict(list)
     )
     for r in rows:
-        groups[(r["policy"], r["arm"], r["K"], r["n"])][r["proposer"]].append(r)
+        groups[(r["policy"], r["arm"], r["K"], _shape(r))][r["proposer"]].append(r)
     baseline: dict[tuple[Any, ...], Any] = {
         (r["policy"], r["arm"], r["K"], r["n"], r["rep"], r["task_id"]): r["signature"]
         for r in rows
@@ -234,6 +241,22 @@ def summarise(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _report_only(out: Path) -> int:
+    results = out / "results.jsonl"
+    if not results.exists():
+        print(f"error: no {results}", file=sys.stderr)
+        return 2
+    rows, _ = read_jsonl(results)
+    header_file = out / "header.md"
+    header = (
+        header_file.read_text(encoding="utf-8") if header_file.exists() else "# Drafted decoding\n"
+    )
+    text = f"{header}\n{summarise(rows)}\n"
+    (out / "report.md").write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.draft_bench", description=__doc__.split("\n\n")[0]
@@ -264,20 +287,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--report-only",
+        type=Path,
+        metavar="DIR",
+        help="rewrite DIR/report.md from DIR/results.jsonl (its header: the command and loads "
+        "of the run that wrote it) without running anything",
+    )
     args = parser.parse_args(argv)
+    if args.report_only is not None:
+        return _report_only(args.report_only)
     if "none" not in args.proposers:
         parser.error("--proposers must include none (the baseline of every ratio)")
     logging.getLogger("harness").setLevel(logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    load_before = os.getloadavg()[0]
     rows = anyio.run(measure, args, args.out, backend="asyncio")
     report = summarise(rows)
     shown = list(sys.argv[1:] if argv is None else argv)
     command = "python -m benchmarks.draft_bench " + " ".join(shown)
-    text = (
+    header = (
         f"# Drafted decoding\n\nCommand: `{command.strip()}` "
-        f"({time.monotonic() - started:.0f} s)\n\n{report}\n"
+        f"({time.monotonic() - started:.0f} s; load average {load_before:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} CPUs)\n"
     )
+    (args.out / "header.md").write_text(header, encoding="utf-8")
+    text = f"{header}\n{report}\n"
     (args.out / "report.md").write_text(text, encoding="utf-8")
     print(text)
     return 0

@@ -86,3 +86,36 @@ def test_under_load_the_proposer_drafts_nothing(
     assert proposer.propose([[3], [3], []], *three) == [[4, 5, 6, 7], [4, 5, 6, 7], []]
     # Three decode: more than max_batch, so no request gets a draft.
     assert proposer.propose([[3], [3], [2]], *three) == [[], [], []]
+
+
+def test_each_proposer_has_its_speculative_config_and_a_missing_extra_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    from harness.engines.vllm import VLLMSettings, speculative_config
+    from harness.errors import ConfigError
+
+    assert speculative_config("none") is None
+    assert speculative_config("ngram", 4) == {
+        "method": "ngram",
+        "num_speculative_tokens": 4,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 4,
+    }
+    window = speculative_config("window")
+    assert window is not None
+    assert window["model"] == "harness.engines.window_drafts.WindowProposer"
+    with pytest.raises(ConfigError, match="1-16"):
+        speculative_config("ngram", 0)
+    with pytest.raises(ConfigError, match="draft_max_batch"):
+        VLLMSettings(speculate="window", draft_max_batch=-1).engine_args("m")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "arctic_inference" else real(name, *a),
+    )
+    with pytest.raises(ConfigError, match="make suffix") as caught:
+        speculative_config("suffix")
+    assert "\n" not in str(caught.value)

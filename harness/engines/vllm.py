@@ -227,7 +227,8 @@ def speculative_config(method: str, tokens: int = 6) -> dict[str, Any] | None:
     if importlib.util.find_spec("arctic_inference") is None:
         raise ConfigError(
             "speculate='suffix' needs vLLM's suffix proposer from the arctic-inference "
-            "package: pip install arctic-inference (or use --speculate ngram)."
+            "package: run `make suffix` in a checkout (it builds the CPU part; or pip install "
+            "arctic-inference where CUDA torch is acceptable), or use --speculate window."
         )
     return {"method": "suffix", "num_speculative_tokens": tokens}
 
