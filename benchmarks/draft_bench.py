@@ -238,7 +238,33 @@ def summarise(rows: Sequence[dict[str, Any]]) -> str:
         "(calls, answer or the generated token ids of a turn).",
         *differ,
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + _against_p(groups))
+
+
+def _against_p(groups: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]]) -> list[str]:
+    """Issue 28's goal lines: F+spec's median wall with each proposer over P's undrafted
+    wall and over P's wall with the same proposer, per (policy, K, n)."""
+    lines: list[str] = []
+    for (policy, arm, k, n), by in sorted(groups.items()):
+        p_runs = groups.get((policy, "P", k, n), {})
+        if arm != "F+spec" or not p_runs.get("none"):
+            continue
+        p_none = statistics.median(r["wall_s"] for r in p_runs["none"])
+        for proposer in PROPOSERS:
+            if not by.get(proposer):
+                continue
+            wall = statistics.median(r["wall_s"] for r in by[proposer])
+            same = p_runs.get(proposer)
+            versus = (
+                f", {wall / statistics.median(r['wall_s'] for r in same):.2f}x P with {proposer}"
+                if same
+                else ""
+            )
+            lines.append(
+                f"- {policy} K={k} n={n}: F+spec with {proposer} {wall / p_none:.2f}x "
+                f"P undrafted{versus}"
+            )
+    return ["", "F+spec against P (median walls):", *lines] if lines else []
 
 
 def _report_only(out: Path) -> int:

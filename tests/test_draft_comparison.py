@@ -45,3 +45,36 @@ def test_parting_and_the_tie_verdict() -> None:
     assert classify(0.05, 0.1) == "tie"
     assert classify(0.5, 0.1) == "suspect"
     assert classify(None, 0.1) == "suspect"  # a candidate outside the scored top 20
+
+
+def test_the_report_prices_f_spec_against_p_and_lists_each_mismatch() -> None:
+    from benchmarks.draft_bench import summarise
+
+    def row(arm: str, proposer: str, wall: float, digest: str = "d") -> dict[str, Any]:
+        return {
+            "policy": "gold",
+            "arm": arm,
+            "K": 1,
+            "n": 6,
+            "rep": 0,
+            "task_id": "survey-n6-k0",
+            "proposer": proposer,
+            "wall_s": wall,
+            "decode_s": 1.0,
+            "generated_tokens": 10,
+            "drafts": 2,
+            "draft_tokens": 12,
+            "accepted_tokens": 6,
+            "signature": _signature(_job([digest], [("read_doc", "{}")])),
+        }
+
+    rows = [
+        row("P", "none", 10.0),
+        row("P", "window", 8.0),
+        row("F+spec", "none", 12.0),
+        row("F+spec", "window", 9.0, digest="other"),
+    ]
+    text = summarise(rows)
+    assert "- gold K=1 n=6: F+spec with window 0.90x P undrafted, 1.12x P with window" in text
+    assert "2 jobs compared with the none engine's, 1 differ" in text
+    assert "- survey-n6-k0 F+spec gold K=1 rep 0 window: turn 1" in text
