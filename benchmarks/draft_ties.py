@@ -7,11 +7,12 @@ positions, the plain decode step one position at a time, and in bfloat16 two can
 whose logits are within rounding of each other can swap places. This command tells such a
 *numerical tie* from a bug:
 
-1. each job runs on an undrafted engine and on a drafted one (``--proposer``, default
-   ``window`` with drafting at any load), recording every turn's prompt and generated token
-   ids;
-2. at the first turn whose tokens differ, the two outputs share a prefix and part at token
-   *j*: the undrafted engine scores the prompt plus that prefix (one position, no grammar,
+1. the jobs run concurrently (as in the benchmark's cell: batching is part of the
+   arithmetic) on an undrafted engine and on a drafted one (``--proposer``, default
+   ``window`` with drafting at any load), recording every generation's prompt and generated
+   token ids;
+2. a generation whose prompt both engines saw and whose tokens differ parts at token *j*:
+   the undrafted engine scores the prompt plus the shared prefix (one position, no grammar,
    the top 20 log-probabilities) and gives both candidates' log-probabilities;
 3. a gap below ``--tie`` (default 0.1 nats: bfloat16 keeps ~3 significant digits, so logits
    of magnitude 10-20 are rounded in steps of 0.06-0.125) is a tie; a larger gap, or a
@@ -96,6 +97,23 @@ async def _score(
     return argmax, {c: scored.get(c) for c in candidates}
 
 
+async def _run_all(
+    engine: VLLMEngine, tasks: Sequence[WorkloadTask], spec: JobSpec, manifest: Any
+) -> list[tuple[list[int], list[int]]]:
+    """Run ``tasks`` concurrently (as the benchmark's cell did: batching changes the
+    arithmetic) and return every generation's (prompt ids, generated ids)."""
+    seen = _record(engine)
+
+    async def one(wt: WorkloadTask) -> None:
+        await run_job(engine, wt, spec, manifest)
+
+    async with anyio.create_task_group() as group:
+        for wt in tasks:
+            group.start_soon(one, wt)
+    engine._completion = VLLMEngine._completion.__get__(engine)  # type: ignore[method-assign]
+    return seen
+
+
 async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     from harness.engines.vllm import open_default_engine
 
@@ -120,33 +138,32 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         )
         assert isinstance(plain, VLLMEngine)
         assert isinstance(drafted, VLLMEngine)
-        for wt in tasks:
-            runs = []
-            for engine in (plain, drafted):
-                seen = _record(engine)
-                await run_job(engine, wt, spec, manifest)
-                runs.append(seen)
-            row: dict[str, Any] = {"task_id": wt.id, "turns": [len(runs[0]), len(runs[1])]}
-            for turn, ((prompt_a, out_a), (prompt_b, out_b)) in enumerate(
-                zip(runs[0], runs[1], strict=False), start=1
-            ):
-                if prompt_a != prompt_b:  # an earlier difference changed the chat
-                    break
-                j = parting(out_a, out_b)
-                if j is None:
-                    continue
-                if j >= min(len(out_a), len(out_b)):
-                    row.update(turn=turn, index=j, verdict="suspect", note="one output is longer")
-                    break
+        print(f"{len(tasks)} jobs on each engine…", file=sys.stderr, flush=True)
+        undrafted_runs = await _run_all(plain, tasks, spec, manifest)
+        drafted_runs = await _run_all(drafted, tasks, spec, manifest)
+        # A task's turns are found by their prompt: the same prompt on both engines is the
+        # same chat, so the first turn whose outputs differ is where the runs part.
+        by_prompt = {tuple(prompt): out for prompt, out in undrafted_runs}
+        same = 0
+        for prompt, out_b in drafted_runs:
+            out_a = by_prompt.get(tuple(prompt))
+            if out_a is None:
+                continue  # a chat the undrafted run never reached (after a parting)
+            j = parting(out_a, out_b)
+            if j is None:
+                same += 1
+                continue
+            row: dict[str, Any] = {"prompt_tokens": len(prompt), "index": j}
+            if j >= min(len(out_a), len(out_b)):
+                row.update(verdict="suspect", note="one output is a prefix of the other")
+            else:
                 a, b = out_a[j], out_b[j]
-                argmax, scores = await _score(plain, prompt_a + out_a[:j], (a, b))
+                argmax, scores = await _score(plain, prompt + out_a[:j], (a, b))
                 score_a, score_b = scores[a], scores[b]
                 gap = (
                     abs(score_a - score_b) if score_a is not None and score_b is not None else None
                 )
                 row.update(
-                    turn=turn,
-                    index=j,
                     undrafted_token=plain._tokenizer.decode([a]),
                     drafted_token=plain._tokenizer.decode([b]),
                     logprob_undrafted=score_a,
@@ -155,35 +172,39 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                     gap=gap,
                     verdict=classify(gap, args.tie),
                 )
-                break
-            else:
-                row["verdict"] = "same" if len(runs[0]) == len(runs[1]) else "suspect"
             found.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
+    found.append({"verdict": "same", "generations": same})
     return found
 
 
 def report(rows: Sequence[dict[str, Any]], command: str, seconds: float) -> str:
+    partings = [r for r in rows if r["verdict"] != "same"]
+    same = sum(r.get("generations", 0) for r in rows if r["verdict"] == "same")
     lines = [
         "# Drafted decoding: ties and mismatches",
         "",
         f"Command: `{command}` ({seconds:.0f} s)",
         "",
-        "| task | verdict | turn | token | undrafted | drafted | log-prob gap |",
-        "|---|---|---:|---:|---|---|---:|",
+        "| prompt tokens | verdict | token | undrafted | drafted | their log-probs | gap |",
+        "|---:|---|---:|---|---|---|---:|",
     ]
-    for r in rows:
+    for r in partings:
         gap = f"{r['gap']:.4f}" if r.get("gap") is not None else "-"
-        lines.append(
-            f"| {r['task_id']} | {r['verdict']} | {r.get('turn', '-')} | {r.get('index', '-')} | "
-            f"{json.dumps(r.get('undrafted_token', ''))} | {json.dumps(r.get('drafted_token', ''))}"
-            f" | {gap} |"
+        scores = (
+            f"{r['logprob_undrafted']}, {r['logprob_drafted']}" if "logprob_undrafted" in r else "-"
         )
-    counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in ("same", "tie", "suspect")}
+        lines.append(
+            f"| {r['prompt_tokens']} | {r['verdict']} | {r['index']} | "
+            f"{json.dumps(r.get('undrafted_token', ''))} | "
+            f"{json.dumps(r.get('drafted_token', ''))} | {scores} | {gap} |"
+        )
+    ties = sum(1 for r in partings if r["verdict"] == "tie")
     lines += [
         "",
-        f"{len(rows)} jobs: {counts['same']} the same tokens, {counts['tie']} numerical ties, "
-        f"{counts['suspect']} suspected bugs.",
+        f"Generations with the same prompt on both engines: {same} emitted the same tokens, "
+        f"{len(partings)} parted ({ties} numerical ties, {len(partings) - ties} suspected "
+        "bugs).",
     ]
     return "\n".join(lines) + "\n"
 
