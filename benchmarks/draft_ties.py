@@ -12,11 +12,13 @@ whose logits are within rounding of each other can swap places. This command tel
    ``window`` with drafting at any load), recording every generation's prompt and generated
    token ids;
 2. a generation whose prompt both engines saw and whose tokens differ parts at token *j*:
-   the undrafted engine scores the prompt plus the shared prefix (one position, no grammar,
-   the top 20 log-probabilities) and gives both candidates' log-probabilities;
-3. a gap below ``--tie`` (default 0.1 nats: bfloat16 keeps ~3 significant digits, so logits
-   of magnitude 10-20 are rounded in steps of 0.06-0.125) is a tie; a larger gap, or a
-   candidate outside the top 20, is a suspected bug.
+   the undrafted engine scores the prompt plus the shared prefix (one position, no grammar)
+   and gives both candidates' logits.
+   Scored as *raw logits* (``logprobs_mode="raw_logits"``, every token of the vocabulary:
+   under a grammar both candidates may be far from the unconstrained top 20);
+3. two logits at most ``--tie-ulps`` bfloat16 steps apart (default 2; bfloat16 keeps 8
+   significant bits, so logits of magnitude 16-32 are rounded in steps of 0.125) are a
+   *tie*: the two passes' rounding can swap them; further apart is a suspected bug.
 
 Jobs: survey tasks (``--survey N ...``, one fan-out window of N reads) or workload tasks
 (``--workload ID|KIND ...``), arm ``--arm`` (default F), policy ``--policy`` (default model).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -44,7 +47,7 @@ from harness.bench.workload import WorkloadTask, workload_tasks
 from harness.engines.vllm import VLLMEngine
 from harness.toolsets.workspace import load_workspace_manifest
 
-__all__ = ("classify", "main", "parting")
+__all__ = ("bf16_ulp", "classify", "main", "parting")
 
 DEFAULT_OUT = Path("benchmarks/results/draft/ties")
 
@@ -57,10 +60,17 @@ def parting(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def classify(gap: float | None, tie: float) -> str:
-    """``tie`` when both candidates' log-probabilities are within ``tie`` nats, else
-    ``suspect`` (a candidate outside the scored top 20 has no gap: suspect)."""
-    return "tie" if gap is not None and gap <= tie else "suspect"
+def bf16_ulp(value: float) -> float:
+    """The spacing of bfloat16 numbers at ``value`` (8 significant bits)."""
+    magnitude = abs(value)
+    return 2.0 ** (math.floor(math.log2(magnitude)) - 7) if magnitude > 0 else 2.0**-133
+
+
+def classify(logit_a: float, logit_b: float, tie_ulps: float) -> tuple[float, str]:
+    """How many bfloat16 steps apart two raw logits are, and the verdict: ``tie`` within
+    ``tie_ulps`` steps (rounding can swap them), else ``suspect``."""
+    ulps = abs(logit_a - logit_b) / bf16_ulp(max(abs(logit_a), abs(logit_b)))
+    return ulps, ("tie" if ulps <= tie_ulps else "suspect")
 
 
 def _record(engine: VLLMEngine) -> list[tuple[list[int], list[int]]]:
@@ -80,21 +90,21 @@ def _record(engine: VLLMEngine) -> list[tuple[list[int], list[int]]]:
 
 async def _score(
     engine: VLLMEngine, ids: list[int], candidates: Sequence[int]
-) -> tuple[int, dict[int, float | None]]:
-    """The undrafted engine's argmax after ``ids`` and its log-probabilities of
-    ``candidates`` (``None`` outside its top 20)."""
+) -> tuple[int, dict[int, float]]:
+    """The undrafted engine's raw argmax after ``ids`` and the raw logits of ``candidates``
+    (the engine runs with ``logprobs_mode="raw_logits"`` and unlimited log-probs: every
+    token is scored, before any grammar)."""
     from vllm import SamplingParams
     from vllm.inputs.engine import tokens_input
 
-    params = SamplingParams(n=1, temperature=0.0, max_tokens=1, logprobs=20)
+    params = SamplingParams(n=1, temperature=0.0, max_tokens=1, logprobs=-1)
     final: Any = None
     assert engine._llm is not None
     async for out in engine._llm.generate(tokens_input(ids), params, f"tie-{time.time_ns()}"):
         final = out
-    top = final.outputs[0].logprobs[0]
-    scored = {int(t): float(lp.logprob) for t, lp in top.items()}
+    scored = {int(t): float(lp.logprob) for t, lp in final.outputs[0].logprobs[0].items()}
     argmax = max(scored, key=lambda t: scored[t])
-    return argmax, {c: scored.get(c) for c in candidates}
+    return argmax, {c: scored[c] for c in candidates}
 
 
 async def _run_all(
@@ -131,7 +141,9 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     async with AsyncExitStack() as stack:
         print("starting the undrafted engine…", file=sys.stderr, flush=True)
-        plain = await stack.enter_async_context(open_default_engine())
+        plain = await stack.enter_async_context(
+            open_default_engine(extra={"max_logprobs": -1, "logprobs_mode": "raw_logits"})
+        )
         print(f"starting the {args.proposer} engine…", file=sys.stderr, flush=True)
         drafted = await stack.enter_async_context(
             open_default_engine(speculate=args.proposer, draft_max_batch=0)
@@ -158,19 +170,16 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                 row.update(verdict="suspect", note="one output is a prefix of the other")
             else:
                 a, b = out_a[j], out_b[j]
-                argmax, scores = await _score(plain, prompt + out_a[:j], (a, b))
-                score_a, score_b = scores[a], scores[b]
-                gap = (
-                    abs(score_a - score_b) if score_a is not None and score_b is not None else None
-                )
+                argmax, logits = await _score(plain, prompt + out_a[:j], (a, b))
+                ulps, verdict = classify(logits[a], logits[b], args.tie_ulps)
                 row.update(
                     undrafted_token=plain._tokenizer.decode([a]),
                     drafted_token=plain._tokenizer.decode([b]),
-                    logprob_undrafted=score_a,
-                    logprob_drafted=score_b,
+                    logit_undrafted=logits[a],
+                    logit_drafted=logits[b],
                     argmax=plain._tokenizer.decode([argmax]),
-                    gap=gap,
-                    verdict=classify(gap, args.tie),
+                    ulps=ulps,
+                    verdict=verdict,
                 )
             found.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
@@ -186,14 +195,13 @@ def report(rows: Sequence[dict[str, Any]], command: str, seconds: float) -> str:
         "",
         f"Command: `{command}` ({seconds:.0f} s)",
         "",
-        "| prompt tokens | verdict | token | undrafted | drafted | their log-probs | gap |",
+        "| prompt tokens | verdict | token | undrafted | drafted | their raw logits | "
+        "bf16 steps apart |",
         "|---:|---|---:|---|---|---|---:|",
     ]
     for r in partings:
-        gap = f"{r['gap']:.4f}" if r.get("gap") is not None else "-"
-        scores = (
-            f"{r['logprob_undrafted']}, {r['logprob_drafted']}" if "logprob_undrafted" in r else "-"
-        )
+        gap = f"{r['ulps']:.1f}" if "ulps" in r else "-"
+        scores = f"{r['logit_undrafted']}, {r['logit_drafted']}" if "logit_undrafted" in r else "-"
         lines.append(
             f"| {r['prompt_tokens']} | {r['verdict']} | {r['index']} | "
             f"{json.dumps(r.get('undrafted_token', ''))} | "
@@ -217,8 +225,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workload", nargs="*", default=[], metavar="ID")
     parser.add_argument("--arm", default="F")
     parser.add_argument("--policy", default="model", choices=("gold", "oracle", "model"))
-    parser.add_argument("--proposer", default="window", choices=("ngram", "suffix", "window"))
-    parser.add_argument("--tie", type=float, default=0.1, metavar="NATS")
+    parser.add_argument(
+        "--proposer",
+        default="window",
+        choices=("none", "ngram", "suffix", "window"),
+        help="the drafted engine's proposer (none: a second undrafted engine, the control: "
+        "how often batching alone parts two runs)",
+    )
+    parser.add_argument(
+        "--tie-ulps",
+        type=float,
+        default=2.0,
+        metavar="N",
+        help="a parting whose two raw logits are at most N bfloat16 steps apart is a "
+        "numerical tie (default 2)",
+    )
     parser.add_argument("--skill-tools", action="store_true")
     parser.add_argument("--open-slots", action="store_true")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.draft_bench import _signature, first_difference
-from benchmarks.draft_ties import classify, parting
+from benchmarks.draft_ties import bf16_ulp, classify, parting
 from harness.engines.base import token_digest
 
 
@@ -42,9 +42,10 @@ def test_parting_and_the_tie_verdict() -> None:
     assert parting([1, 2, 3], [1, 2, 3]) is None
     assert parting([1, 2, 3], [1, 5, 3]) == 1
     assert parting([1, 2], [1, 2, 3]) == 2
-    assert classify(0.05, 0.1) == "tie"
-    assert classify(0.5, 0.1) == "suspect"
-    assert classify(None, 0.1) == "suspect"  # a candidate outside the scored top 20
+    assert bf16_ulp(20.0) == 0.125  # 8 significant bits: [16, 32) in steps of 1/8
+    assert bf16_ulp(-3.0) == 2.0**-6
+    assert classify(20.0, 19.875, 2) == (1.0, "tie")
+    assert classify(20.0, 19.0, 2) == (8.0, "suspect")
 
 
 def test_the_report_prices_f_spec_against_p_and_lists_each_mismatch() -> None:
