@@ -178,7 +178,7 @@ def test_the_command_writes_its_figures_and_rewrites_its_report(tmp_path: Path) 
     assert session["command"].startswith("python -m benchmarks.cache_pressure --engine scripted")
     assert len(session["load_average"]["start"]) == 3
     report = (tmp_path / "report.md").read_text()
-    assert "| 0.19 | 2 |" in report
+    assert "| 0.09 | 2 |" in report
     assert "| 2 | 2 |" in report
     (tmp_path / "report.md").unlink()
     assert main(["--report-only", "--out", str(tmp_path)]) == 0
@@ -192,11 +192,11 @@ def test_an_appended_invocation_adds_its_passes_and_its_command(tmp_path: Path) 
               "--control-gib", "0", "--append", "--out", str(tmp_path)]  # fmt: skip
     assert main(second) == 0
     result = json.loads((tmp_path / "cache_pressure.json").read_text())
-    assert [s["caches"] for s in result["sessions"]] == [[0.19], [2.0]]
+    assert [s["caches"] for s in result["sessions"]] == [[0.09], [2.0]]
     assert [(r["session"], r["kv_cache_gib"], r["k"]) for r in result["runs"]] == [
-        (0, 0.19, 2), (1, 2.0, 1), (1, 2.0, 2)
+        (0, 0.09, 2), (1, 2.0, 1), (1, 2.0, 2)
     ]  # fmt: skip
-    assert set(result["summary"]) == {"0.19", "2"}
+    assert set(result["summary"]) == {"0.09", "2"}
     report = (tmp_path / "report.md").read_text()
     assert report.count("- `python -m benchmarks.cache_pressure --engine scripted") == 2
 
