@@ -361,7 +361,7 @@ def verdict(summary: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 def _markdown(result: Mapping[str, Any], header: str) -> str:
     lines = [
-        "# Cache pressure: S and F at K = 1, 4, 8, 16 with a small and a large prefix cache",
+        "# Cache pressure: S and F by K, with prefix caches of different sizes",
         "",
         header,
         "",
