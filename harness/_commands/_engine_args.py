@@ -11,7 +11,12 @@ from typing import Any
 from harness.engines.base import Engine
 from harness.errors import ConfigError
 
-__all__ = ("add_engine_arguments", "announce_engine_start", "open_engine")
+__all__ = (
+    "add_engine_arguments",
+    "add_kv_cache_argument",
+    "announce_engine_start",
+    "open_engine",
+)
 
 ENGINES = ("vllm", "http", "scripted")
 DTYPES = ("bfloat16", "float16", "float32")
@@ -60,6 +65,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="for --engine vllm: the weights' dtype (default bfloat16). On a CPU without "
         "native bf16 (AVX2 only) float32 prefills faster and decodes slower (twice the bytes)",
     )
+    add_kv_cache_argument(group)
     group.add_argument(
         "--speculate",
         choices=("none", "ngram", "suffix", "window"),
@@ -69,6 +75,33 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "prompt (the previous tool call); suffix: vLLM's suffix-tree proposer (pip install "
         "arctic-inference); window: the harness drafts the window's predicted calls "
         "(from the manifest and the task inputs), then falls back to prompt lookup",
+    )
+
+
+def _gib(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of GiB: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 GiB, not {text}")
+    return value
+
+
+def add_kv_cache_argument(group: argparse._ActionsContainer) -> None:
+    """``--kv-cache-gib``: shared by the engine options and ``harness serve``."""
+    group.add_argument(
+        "--kv-cache-gib",
+        metavar="GIB",
+        type=_gib,
+        default=None,
+        help="for the in-process vLLM engine: the KV cache's size (default 2). It holds the "
+        "tokens of the running requests, and what they leave is the prefix cache, which "
+        "spares a loop's next turn the prefill of its chat so far. One token of SmolLM2-135M "
+        "takes 23,040 bytes in bf16 (2 x 30 layers x 3 KV heads x 64 dims x 2 bytes; twice "
+        "that in float32), so 2 GiB holds ~93k tokens. Too small and prefixes are evicted "
+        "before their next turn (more prefill, slower turns, the same text); below one "
+        "request of 8,192 tokens (~0.18 GiB) the engine cannot start (a usage error)",
     )
 
 
@@ -104,6 +137,9 @@ async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
 
     dtype = getattr(args, "dtype", None)
     overrides: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
+    kv_cache_gib = getattr(args, "kv_cache_gib", None)
+    if kv_cache_gib is not None:
+        overrides["kv_cache_gib"] = kv_cache_gib
     speculate = getattr(args, "speculate", "none")
     if speculate != "none":
         from harness.engines.vllm import speculative_config

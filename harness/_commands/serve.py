@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from harness._commands._engine_args import add_kv_cache_argument
 from harness._commands._signals import until_signalled
 from harness.engines.base import Engine
 from harness.errors import ConfigError
@@ -81,6 +82,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the embedded engine's drafted decoding (no --upstream): none (default), ngram, "
         "suffix or window (the same tokens, verified in one pass; see docs/engines.md)",
     )
+    add_kv_cache_argument(parser)
     parser.add_argument(
         "--detector",
         choices=("schema_sound", "phase_heuristic"),
@@ -187,6 +189,11 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
             "--speculate drafts on the embedded engine; an --upstream server decodes on its "
             "own (vllm serve --speculative-config ...): drop one of them."
         )
+    if args.upstream and getattr(args, "kv_cache_gib", None) is not None:
+        raise ConfigError(
+            "--kv-cache-gib sizes the embedded engine's KV cache; an --upstream server sizes "
+            "its own (vllm serve --kv-cache-memory-bytes ...): drop one of them."
+        )
     if args.upstream:
         from harness.engines.openai_http import OpenAIHTTPEngine
 
@@ -209,9 +216,11 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
     from harness._commands._engine_args import announce_engine_start
     from harness.engines.vllm import open_default_engine
 
-    speculate = getattr(args, "speculate", "none")
+    overrides: dict[str, Any] = {"speculate": getattr(args, "speculate", "none")}
+    if getattr(args, "kv_cache_gib", None) is not None:
+        overrides["kv_cache_gib"] = args.kv_cache_gib
     announce_engine_start()
-    async with open_default_engine(args.model, speculate=speculate) as engine:
+    async with open_default_engine(args.model, **overrides) as engine:
         yield engine
 
 

@@ -52,6 +52,7 @@ from harness.engines.base import (
     Usage,
     token_digest,
 )
+from harness.engines.kv_cache import check_fits
 from harness.engines.window_drafts import CHANNEL_ENV, MAX_BATCH_ENV, DraftChannel
 from harness.errors import ConfigError, ContextWindowExceeded, EngineDeadError, EngineRequestError
 
@@ -96,7 +97,9 @@ class VLLMSettings:
       the front end and runs the model on one thread; binding the worker to every CPU of
       this process (``VLLM_CPU_OMP_THREADS_BIND``) uses both. ``None`` = all CPUs in this
       process's affinity (an explicit ``VLLM_CPU_OMP_THREADS_BIND`` in the environment wins).
-    - ``kv_cache_gib`` 2: plenty for 8 concurrent loops of 4k context with a 135M model.
+    - ``kv_cache_gib`` 2: plenty for 8 concurrent loops of 4k context with a 135M model
+      (~93k tokens of SmolLM2-135M at 23,040 bytes each). It bounds the running requests *and*
+      the prefix cache, which keeps what they leave; see :mod:`harness.engines.kv_cache`.
     - ``block_size`` 32: the prefix cache only reuses *full* blocks. vLLM's CPU default is 128
       tokens, which hides most of a short stride (call + result ~256 tokens) from the cache;
       the CPU attention kernel refuses 16 ("No common block size for 16 (CPU_ATTN:
@@ -386,6 +389,7 @@ def _launch(folder: Path, settings: VLLMSettings, counters: _Counters) -> Any:
                 stat_loggers=[_stat_logger_factory(counters)],
             )
     except Exception as exc:
+        check_fits(folder, settings)  # a KV cache too small for one request: say so, exit 2
         raise EngineDeadError(
             f"vLLM could not start on {folder}: {type(exc).__name__}: {exc}. "
             "See vLLM's log above for the root cause; check the model folder and "
@@ -965,13 +969,17 @@ async def open_default_engine(
 ) -> AsyncIterator[VLLMEngine]:
     """Start the default engine: ``model`` (a local Hugging Face folder) or, if ``None``,
     the packaged SmolLM2-135M-Instruct, converted on first use (:func:`prepare_model`).
-    ``overrides`` are :class:`VLLMSettings` fields. Closes the engine on exit."""
+    ``overrides`` are :class:`VLLMSettings` fields. A ``kv_cache_gib`` too small for one
+    request of ``max_model_len`` is a ConfigError before vLLM starts. Closes the engine on
+    exit."""
     if model is None:
         from harness.model import prepare_model
 
         path = await anyio.to_thread.run_sync(lambda: prepare_model(cache_dir))
     else:
         path = Path(model)
-    engine = await VLLMEngine.start(path, settings, **overrides)
+    resolved = VLLMSettings.from_kwargs(settings, **overrides)
+    check_fits(path, resolved)  # before vLLM starts (seconds) and fails on it
+    engine = await VLLMEngine.start(path, resolved)
     async with engine:
         yield engine
