@@ -152,7 +152,7 @@ def test_serve_passes_the_cache_size_to_its_embedded_engine(
 
     args = argparse.Namespace(upstream=None, speculate="none", model=None, kv_cache_gib=0.25)
     anyio.run(open_once, args)
-    assert opened_with == [{"speculate": "none", "kv_cache_gib": 0.25}]
+    assert opened_with == [{"kv_cache_gib": 0.25}]
     upstream = argparse.Namespace(
         upstream=["http://127.0.0.1:1/v1"], speculate="none", model=None, kv_cache_gib=0.25
     )

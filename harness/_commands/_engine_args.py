@@ -66,16 +66,61 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "native bf16 (AVX2 only) float32 prefills faster and decodes slower (twice the bytes)",
     )
     add_kv_cache_argument(group)
+    add_drafting_arguments(group)
+
+
+def add_drafting_arguments(group: argparse._ActionsContainer) -> None:
+    """``--speculate`` and ``--draft-max-batch``: shared by the engine options and
+    ``harness serve``."""
     group.add_argument(
         "--speculate",
         choices=("none", "ngram", "suffix", "window"),
         default="none",
-        help="for --engine vllm: speculative decoding, the same tokens under greedy decoding: "
-        "none (default); ngram: vLLM's prompt-lookup proposer drafts from earlier in the "
-        "prompt (the previous tool call); suffix: vLLM's suffix-tree proposer (pip install "
-        "arctic-inference); window: the harness drafts the window's predicted calls "
-        "(from the manifest and the task inputs), then falls back to prompt lookup",
+        help="for the in-process vLLM engine: drafted decoding, the same tokens under greedy "
+        "decoding, verified in one pass: none (default); ngram: vLLM's prompt-lookup proposer "
+        "drafts from earlier in the prompt (the previous tool call); suffix: vLLM's "
+        "suffix-tree proposer (needs arctic-inference: make suffix); window: the harness "
+        "drafts the window's predicted calls (from the manifest and the task inputs), then "
+        "falls back to prompt lookup. See docs/engines.md, Drafted decoding",
     )
+    group.add_argument(
+        "--draft-max-batch",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="with --speculate window: draft nothing in a step where more than N requests "
+        "decode (default 0: draft at any load). Set it where verifying "
+        "drafts for many loops at once costs more than it saves (measure with python -m "
+        "benchmarks.draft_bench --concurrency 8)",
+    )
+
+
+def drafting_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The engine settings ``--speculate`` and ``--draft-max-batch`` name (checked now: a
+    missing extra is a one-line ConfigError before the engine starts)."""
+    speculate = getattr(args, "speculate", None) or "none"
+    draft_max_batch = getattr(args, "draft_max_batch", None)
+    if draft_max_batch is not None and speculate != "window":
+        raise ConfigError("--draft-max-batch is the window proposer's: add --speculate window.")
+    if speculate == "none":
+        return {}
+    from harness.engines.vllm import speculative_config
+
+    speculative_config(speculate)
+    overrides: dict[str, Any] = {"speculate": speculate}
+    if draft_max_batch is not None:
+        overrides["draft_max_batch"] = draft_max_batch
+    return overrides
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
 
 
 def _gib(text: str) -> float:
@@ -140,12 +185,7 @@ async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
     kv_cache_gib = getattr(args, "kv_cache_gib", None)
     if kv_cache_gib is not None:
         overrides["kv_cache_gib"] = kv_cache_gib
-    speculate = getattr(args, "speculate", "none")
-    if speculate != "none":
-        from harness.engines.vllm import speculative_config
-
-        speculative_config(speculate)  # a missing extra is a one-line ConfigError, now
-        overrides["speculate"] = speculate
+    overrides.update(drafting_overrides(args))
     announce_engine_start()
     async with open_default_engine(args.model, **overrides) as engine:
         yield engine

@@ -103,5 +103,15 @@ async def open_ray_pool(
 
 def _engine_options(args: argparse.Namespace) -> argparse.Namespace:
     """Only the engine options (what a worker needs to open its engine; all picklable)."""
-    names = ("engine", "model", "base_url", "routing", "api_key", "dtype", "kv_cache_gib")
+    names = (
+        "engine",
+        "model",
+        "base_url",
+        "routing",
+        "api_key",
+        "dtype",
+        "kv_cache_gib",
+        "speculate",
+        "draft_max_batch",
+    )
     return argparse.Namespace(**{n: getattr(args, n, None) for n in names})

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from harness._commands._engine_args import add_kv_cache_argument
+from harness._commands._engine_args import add_drafting_arguments, add_kv_cache_argument
 from harness._commands._signals import until_signalled
 from harness.engines.base import Engine
 from harness.errors import ConfigError
@@ -75,13 +75,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--ledger", metavar="FILE", help="append every turn, call and window (JSONL)"
     )
-    parser.add_argument(
-        "--speculate",
-        choices=("none", "ngram", "suffix", "window"),
-        default="none",
-        help="the embedded engine's drafted decoding (no --upstream): none (default), ngram, "
-        "suffix or window (the same tokens, verified in one pass; see docs/engines.md)",
-    )
+    add_drafting_arguments(parser)
     add_kv_cache_argument(parser)
     parser.add_argument(
         "--detector",
@@ -184,7 +178,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 @asynccontextmanager
 async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[Engine]:
-    if args.upstream and getattr(args, "speculate", "none") != "none":
+    if args.upstream and (
+        getattr(args, "speculate", "none") != "none"
+        or getattr(args, "draft_max_batch", None) is not None
+    ):
         raise ConfigError(
             "--speculate drafts on the embedded engine; an --upstream server decodes on its "
             "own (vllm serve --speculative-config ...): drop one of them."
@@ -213,10 +210,10 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
         ) as http:
             yield http
         return
-    from harness._commands._engine_args import announce_engine_start
+    from harness._commands._engine_args import announce_engine_start, drafting_overrides
     from harness.engines.vllm import open_default_engine
 
-    overrides: dict[str, Any] = {"speculate": getattr(args, "speculate", "none")}
+    overrides: dict[str, Any] = drafting_overrides(args)
     if getattr(args, "kv_cache_gib", None) is not None:
         overrides["kv_cache_gib"] = args.kv_cache_gib
     announce_engine_start()

@@ -82,9 +82,9 @@ def _all_cpus() -> str:
     return ",".join(str(cpu) for cpu in cpus)
 
 
-#: The default of ``VLLMSettings.draft_max_batch``: the window proposer drafts only while at
-#: most this many requests decode in one step (see there).
-DRAFT_MAX_BATCH = 2
+#: The default of ``VLLMSettings.draft_max_batch`` (0: the window proposer drafts at any
+#: load; see there).
+DRAFT_MAX_BATCH = 0
 
 
 @dataclass(frozen=True)
@@ -124,10 +124,10 @@ class VLLMSettings:
       predicted calls, ``GenerationSettings.draft_calls``, then falls back to prompt lookup).
       ``speculative_tokens`` (default 6) is the draft length per step.
     - ``draft_max_batch`` (window proposer only): it drafts nothing in a step where more
-      than this many requests decode (0 = always draft). On this CPU a plain step of one
-      request is mostly fixed cost and verifying a 6-token draft costs ~3x it, a gain at
-      5.5 tokens per step; with 8 requests a step is compute-bound and the same drafts
-      cost ~6x for ~5 tokens, a loss (``benchmarks/results/draft/``). vLLM's own
+      than this many requests decode; 0 (the default) drafts at any load. Where a step of
+      many requests is compute-bound, verifying their drafts can cost more than the tokens
+      it saves; on this machine it did not in the latest runs (8, 12 and 16 loops:
+      ``benchmarks/results/draft/``), so the default leaves drafting on. vLLM's own
       proposers have no such switch.
     - ``extra``: any further ``AsyncEngineArgs`` fields, passed through.
     """

@@ -1,0 +1,98 @@
+"""``--speculate`` and ``--draft-max-batch`` reach the engine of ``run``, ``serve`` and Ray
+workers; a misuse is a one-line usage error (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from harness.cli import main
+from harness.errors import ConfigError
+from harness.testing import ScriptedEngine
+
+
+@pytest.fixture
+def opened_with(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """``open_default_engine`` replaced by the scripted engine; records its keyword arguments."""
+    from harness.engines import vllm
+
+    calls: list[dict[str, Any]] = []
+
+    @asynccontextmanager
+    async def fake(*args: Any, **kwargs: Any) -> AsyncIterator[ScriptedEngine]:
+        calls.append(kwargs)
+        async with ScriptedEngine() as engine:
+            yield engine
+
+    monkeypatch.setattr(vllm, "open_default_engine", fake)
+    return calls
+
+
+def test_run_passes_the_proposer_and_its_load_switch_to_the_engine(
+    opened_with: list[dict[str, Any]],
+) -> None:
+    task = ["run", "--task", "fan_out-00", "--arm", "S"]
+    assert main([*task, "--speculate", "window", "--draft-max-batch", "4"]) == 0
+    assert main([*task, "--speculate", "ngram"]) == 0
+    assert main(task) == 0
+    assert opened_with[0] == {"speculate": "window", "draft_max_batch": 4}
+    assert opened_with[1] == {"speculate": "ngram"}
+    assert opened_with[2] == {}
+
+
+def test_the_load_switch_without_the_window_proposer_is_a_one_line_usage_error(
+    opened_with: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["run", "--task", "fan_out-00", "--speculate", "ngram", "--draft-max-batch", "2"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--draft-max-batch is the window proposer's" in err
+    assert err.count("\n") == 1
+    assert opened_with == []  # refused before any engine started
+
+
+@pytest.mark.parametrize("value", ["-1", "two"])
+def test_a_load_switch_that_is_not_a_count_is_refused_by_the_parser(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--task", "fan_out-00", "--speculate", "window", "--draft-max-batch", value])
+    assert exited.value.code == 2
+    assert "argument --draft-max-batch" in capsys.readouterr().err
+
+
+def test_serve_drafts_on_its_embedded_engine_only(opened_with: list[dict[str, Any]]) -> None:
+    from harness._commands.serve import _engine
+
+    async def open_once(args: argparse.Namespace) -> None:
+        async with _engine(args, None):
+            pass
+
+    embedded = argparse.Namespace(
+        upstream=None, speculate="window", draft_max_batch=3, model=None, kv_cache_gib=None
+    )
+    anyio.run(open_once, embedded)
+    assert opened_with == [{"speculate": "window", "draft_max_batch": 3}]
+    upstream = argparse.Namespace(
+        upstream=["http://127.0.0.1:1/v1"],
+        speculate="none",
+        draft_max_batch=3,
+        model=None,
+        kv_cache_gib=None,
+    )
+    with pytest.raises(ConfigError, match="--speculate drafts on the embedded engine"):
+        anyio.run(open_once, upstream)
+
+
+def test_ray_workers_open_their_engines_with_the_proposer() -> None:
+    from harness._commands._ray_args import _engine_options
+
+    options = _engine_options(
+        argparse.Namespace(engine="vllm", speculate="window", draft_max_batch=2)
+    )
+    assert (options.speculate, options.draft_max_batch) == ("window", 2)
