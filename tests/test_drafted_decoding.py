@@ -46,7 +46,17 @@ def _task(name: str) -> WorkloadTask:
         ("survey-3", "P", "gold"),
         ("survey-3", "F", "model"),
         ("chain-00", "F", "oracle"),
-        ("mixed-00", "F", "gold"),
+        pytest.param(
+            "mixed-00",
+            "F",
+            "gold",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="a known, reproducible parting (issue 28): at turn 6 the window engine "
+                "spells the same forced text in 49 tokens, the plain engine in 48; not yet "
+                "scored by benchmarks.draft_ties, so not shown to be a tie",
+            ),
+        ),
     ],
 )
 async def test_the_window_proposer_generates_the_same_tokens_and_drafts_them(
