@@ -94,3 +94,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Engine tests last: their shared engine lives on a session-wide event loop, and unit
     tests that start their own loop (``anyio.run``) must all have run before it starts."""
     items.sort(key=lambda item: item.get_closest_marker("engine") is not None)
+
+
+@pytest.fixture
+def opened_with(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """``open_default_engine`` replaced by the scripted engine; records its keyword arguments
+    (what a command asked the in-process engine for)."""
+    from contextlib import asynccontextmanager
+
+    from harness.engines import vllm
+    from harness.testing import ScriptedEngine
+
+    calls: list[dict[str, Any]] = []
+
+    @asynccontextmanager
+    async def fake(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        async with ScriptedEngine() as engine:
+            yield engine
+
+    monkeypatch.setattr(vllm, "open_default_engine", fake)
+    return calls

@@ -4,8 +4,6 @@ workers; a misuse is a one-line usage error (exit 2)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -13,24 +11,6 @@ import pytest
 
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.testing import ScriptedEngine
-
-
-@pytest.fixture
-def opened_with(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """``open_default_engine`` replaced by the scripted engine; records its keyword arguments."""
-    from harness.engines import vllm
-
-    calls: list[dict[str, Any]] = []
-
-    @asynccontextmanager
-    async def fake(*args: Any, **kwargs: Any) -> AsyncIterator[ScriptedEngine]:
-        calls.append(kwargs)
-        async with ScriptedEngine() as engine:
-            yield engine
-
-    monkeypatch.setattr(vllm, "open_default_engine", fake)
-    return calls
 
 
 def test_run_passes_the_proposer_and_its_load_switch_to_the_engine(

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,6 @@ from harness.engines.kv_cache import (
 )
 from harness.engines.vllm import VLLMSettings
 from harness.errors import ConfigError
-from harness.testing import ScriptedEngine
 
 #: The fields of SmolLM2-135M-Instruct's config.json that size its KV cache.
 SMOLLM2 = {
@@ -113,23 +110,6 @@ def test_a_cache_size_that_is_not_a_positive_number_is_refused_by_the_parser(
     err = capsys.readouterr().err
     assert "argument --kv-cache-gib" in err
     assert err.count("\n") == 1, err
-
-
-@pytest.fixture
-def opened_with(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """``open_default_engine`` replaced by the scripted engine; records its keyword arguments."""
-    from harness.engines import vllm
-
-    calls: list[dict[str, Any]] = []
-
-    @asynccontextmanager
-    async def fake(*args: Any, **kwargs: Any) -> AsyncIterator[ScriptedEngine]:
-        calls.append(kwargs)
-        async with ScriptedEngine() as engine:
-            yield engine
-
-    monkeypatch.setattr(vllm, "open_default_engine", fake)
-    return calls
 
 
 def test_run_passes_the_cache_size_to_the_engine_and_leaves_the_default_alone(
