@@ -63,12 +63,11 @@ from typing import Any
 
 import anyio
 
+from benchmarks.r1_dividend import run_pass
 from harness import costmodel
 from harness.bench.analysis import estimate_regime, measure_windows
-from harness.bench.jobs import JobSpec, run_job
-from harness.bench.workload import WorkloadTask, generate_tasks
+from harness.bench.workload import generate_tasks
 from harness.engines.base import Engine
-from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = (
     "ARMS",
@@ -163,41 +162,6 @@ def analyse_pass(jobs: Sequence[Job]) -> dict[str, Any]:
     }
 
 
-async def _pass(
-    engine: Engine,
-    tasks: Sequence[WorkloadTask],
-    k: int,
-    latency_s: float,
-    progress: Callable[[str], None] = lambda line: None,
-) -> list[dict[str, Any]]:
-    """Every (task, arm) job once, at most ``k`` at a time, from an empty prefix cache (before
-    every job at ``k`` = 1, before the pass otherwise)."""
-    manifest = load_workspace_manifest()
-    limiter = anyio.CapacityLimiter(k)
-    jobs: list[dict[str, Any]] = []
-    reset = getattr(engine, "reset_prefix_cache", None)
-    if reset is not None and k > 1:
-        await reset()
-
-    async def one(wt: WorkloadTask, arm: str) -> None:
-        spec = JobSpec.from_label(arm, policy="gold", latency_s=latency_s)
-        async with limiter:
-            if reset is not None and k == 1:
-                await reset()
-            started = time.monotonic()
-            jobs.append(await run_job(engine, wt, spec, manifest))
-            progress(
-                f"  K={k}: {len(jobs)}/{len(tasks) * len(ARMS)} jobs "
-                f"({wt.id} {arm} {time.monotonic() - started:.0f} s)"
-            )
-
-    async with anyio.create_task_group() as tg:
-        for wt in tasks:
-            for arm in ARMS:
-                tg.start_soon(one, wt, arm)
-    return jobs
-
-
 def _engine_hits(engine: Engine) -> tuple[int, int] | None:
     stats = getattr(engine, "cache_stats", None)
     if stats is None:
@@ -229,7 +193,7 @@ async def run_cache_pressure(
                 for k in ks if rep % 2 == 0 else tuple(reversed(ks)):
                     before = _engine_hits(engine)
                     started = time.monotonic()
-                    jobs = await _pass(engine, chosen, k, latency_s, progress)
+                    jobs = await run_pass(engine, chosen, k, latency_s, ARMS, progress)
                     wall = time.monotonic() - started
                     after = _engine_hits(engine)
                     run = {"kv_cache_gib": gib, "k": k, "rep": rep, "wall_s": wall,

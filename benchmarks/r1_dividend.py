@@ -36,7 +36,7 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +57,18 @@ ARMS: tuple[str, ...] = ("S", "F", "F+eager", "P")
 Job = Mapping[str, Any]
 
 
-async def _pass(
-    engine: Engine, tasks: Sequence[WorkloadTask], k: int, latency_s: float
+async def run_pass(
+    engine: Engine,
+    tasks: Sequence[WorkloadTask],
+    k: int,
+    latency_s: float,
+    arms: Sequence[str] = ARMS,
+    progress: Callable[[str], None] = lambda line: None,
 ) -> list[dict[str, Any]]:
-    """Every (task, arm) job once, at most ``k`` at a time, each from an empty prefix cache
-    (``k`` = 1: emptied before every job; otherwise once before the pass), so no arm reuses
-    what another arm's run of the same task left in the cache."""
+    """Every (task, arm) job once under the gold policy, at most ``k`` at a time, each from
+    an empty prefix cache (``k`` = 1: emptied before every job; otherwise once before the
+    pass), so no arm reuses what another arm's run of the same task left in the cache.
+    ``progress`` gets a line as each job ends."""
     manifest = load_workspace_manifest()
     limiter = anyio.CapacityLimiter(k)
     jobs: list[dict[str, Any]] = []
@@ -75,11 +81,16 @@ async def _pass(
         async with limiter:
             if reset is not None and k == 1:
                 await reset()
+            started = time.monotonic()
             jobs.append(await run_job(engine, wt, spec, manifest))
+            progress(
+                f"  K={k}: {len(jobs)}/{len(tasks) * len(arms)} jobs "
+                f"({wt.id} {label} {time.monotonic() - started:.0f} s)"
+            )
 
     async with anyio.create_task_group() as tg:
         for wt in tasks:
-            for label in ARMS:
+            for label in arms:
                 tg.start_soon(one, wt, label)
     return jobs
 
@@ -178,7 +189,7 @@ async def run_r1(
     for rep in range(reps):
         for k in ks if rep % 2 == 0 else tuple(reversed(ks)):
             started = time.monotonic()
-            jobs = await _pass(engine, tasks, k, latency_s)
+            jobs = await run_pass(engine, tasks, k, latency_s)
             regime = estimate_regime(jobs)
             runs.append({
                 "rep": rep, "k": k, "wall_s": time.monotonic() - started,

@@ -88,12 +88,13 @@ def test_a_cache_cold_serial_run_is_priced_the_whole_rolling_stride() -> None:
     jobs = []
 
     async def go() -> None:
-        from benchmarks.cache_pressure import _pass
+        from benchmarks.cache_pressure import ARMS
+        from benchmarks.r1_dividend import run_pass
         from harness.bench.workload import generate_tasks
 
         tasks = [t for t in generate_tasks(0) if t.id == "fan_out-06"]
         async with Cold() as engine:
-            jobs.extend(await _pass(engine, tasks, 2, 0.0))
+            jobs.extend(await run_pass(engine, tasks, 2, 0.0, ARMS))
 
     anyio.run(go)
     (w,) = analyse_pass(jobs)["windows"]
