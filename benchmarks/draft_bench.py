@@ -133,6 +133,22 @@ def _cells(args: argparse.Namespace, rep: int) -> Iterator[tuple[int, int, list[
             yield k, n, [survey_task(n, copy, seed=rep) for copy in range(k)]
 
 
+def _runs(
+    args: argparse.Namespace,
+) -> Iterator[tuple[dict[str, Any], list[WorkloadTask], str, str]]:
+    """(cell, tasks, arm, proposer) in running order: repetitions outermost, the proposers of
+    a cell back to back in an order rotated per repetition (so no proposer always runs first)."""
+    for rep in range(args.reps):
+        shift = rep % len(args.proposers)
+        proposers = list(args.proposers[shift:]) + list(args.proposers[:shift])
+        for k, n, tasks in _cells(args, rep):
+            for policy in args.policies:
+                cell = {"K": k, "n": n, "rep": rep, "policy": policy}
+                for label in args.arms:
+                    for proposer in proposers:
+                        yield cell, tasks, label, proposer
+
+
 async def measure(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     from harness.engines.vllm import open_default_engine
 
@@ -148,30 +164,22 @@ async def measure(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
             )
         levers = {"skill_tools": args.skill_tools, "open_slots": args.open_slots}
         with (out / "results.jsonl").open("a", encoding="utf-8") as sink:
-            for rep in range(args.reps):
-                for k, n, tasks in _cells(args, rep):
-                    for policy in args.policies:
-                        for label in args.arms:
-                            order = list(args.proposers)
-                            shift = rep % len(order)
-                            for proposer in order[shift:] + order[:shift]:
-                                cell = {"K": k, "n": n, "rep": rep, "policy": policy}
-                                jobs, counts = await _cell(
-                                    engines[proposer], tasks, label, policy, manifest, levers
-                                )
-                                for job in jobs:
-                                    row = {**_row(job, cell, proposer), **counts}
-                                    rows.append(row)
-                                    sink.write(json.dumps(row, default=str) + "\n")
-                                    sink.flush()
-                                print(
-                                    f"K={k} n={n} rep={rep} {policy} {label:<7} "
-                                    f"{proposer:<6} wall "
-                                    f"{statistics.median(r['wall_s'] or 0 for r in rows[-k:]):6.2f} s"
-                                    f"  accepted {counts['accepted_tokens']}/"
-                                    f"{counts['draft_tokens']}",
-                                    flush=True,
-                                )
+            for cell, tasks, label, proposer in _runs(args):
+                jobs, counts = await _cell(
+                    engines[proposer], tasks, label, cell["policy"], manifest, levers
+                )
+                for job in jobs:
+                    row = {**_row(job, cell, proposer), **counts}
+                    rows.append(row)
+                    sink.write(json.dumps(row, default=str) + "\n")
+                    sink.flush()
+                wall = statistics.median(j["summary"].get("wall_s") or 0 for j in jobs)
+                print(
+                    f"K={cell['K']} n={cell['n']} rep={cell['rep']} {cell['policy']} "
+                    f"{label:<7} {proposer:<6} wall {wall:6.2f} s  accepted "
+                    f"{counts['accepted_tokens']}/{counts['draft_tokens']}",
+                    flush=True,
+                )
     return rows
 
 

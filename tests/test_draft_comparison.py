@@ -79,3 +79,21 @@ def test_the_report_prices_f_spec_against_p_and_lists_each_mismatch() -> None:
     assert "- gold K=1 n=6: F+spec with window 0.90x P undrafted, 1.12x P with window" in text
     assert "2 jobs compared with the none engine's, 1 differ" in text
     assert "- survey-n6-k0 F+spec gold K=1 rep 0 window: turn 1" in text
+
+
+def test_each_cell_meets_every_proposer_back_to_back_in_a_rotated_order() -> None:
+    import argparse
+
+    from benchmarks.draft_bench import _runs
+
+    args = argparse.Namespace(
+        reps=2,
+        proposers=["none", "window"],
+        policies=["gold"],
+        arms=["F"],
+        workload=None,
+        concurrency=[1],
+        n=[2],
+    )
+    order = [(cell["rep"], proposer) for cell, _, _, proposer in _runs(args)]
+    assert order == [(0, "none"), (0, "window"), (1, "window"), (1, "none")]
