@@ -65,7 +65,9 @@ def test_serve_drafts_on_its_embedded_engine_only(opened_with: list[dict[str, An
         model=None,
         kv_cache_gib=None,
     )
-    with pytest.raises(ConfigError, match="--speculate drafts on the embedded engine"):
+    with pytest.raises(
+        ConfigError, match="--speculate and --draft-max-batch draft on the embedded engine"
+    ):
         anyio.run(open_once, upstream)
 
 

@@ -120,7 +120,10 @@ tools = ["write_report"]
     [
         ({"effects": EFFECTS_TOML}, "no --manifest"),
         ({"effects": EFFECTS_TOML, "manifest": MANIFEST_TOML}, "write_report"),
-        ({"--speculate": "ngram"}, "--speculate drafts on the embedded engine"),
+        (
+            {"--speculate": "ngram"},
+            "--speculate and --draft-max-batch draft on the embedded engine",
+        ),
     ],
     ids=["effects-without-manifest", "manifest-naming-an-undeclared-tool", "speculate-upstream"],
 )

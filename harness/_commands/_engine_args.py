@@ -95,9 +95,19 @@ def add_drafting_arguments(group: argparse._ActionsContainer) -> None:
     )
 
 
-def drafting_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The engine settings ``--speculate`` and ``--draft-max-batch`` name (checked now: a
-    missing extra is a one-line ConfigError before the engine starts)."""
+def embedded_engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The in-process engine's settings the options name (``--dtype``, ``--kv-cache-gib``,
+    ``--speculate``, ``--draft-max-batch``; a command without one leaves its default), checked
+    now: a missing extra is a one-line ConfigError before the engine starts."""
+    overrides: dict[str, Any] = {
+        name: value
+        for name in ("dtype", "kv_cache_gib")
+        if (value := getattr(args, name, None)) is not None
+    }
+    return overrides | _drafting_overrides(args)
+
+
+def _drafting_overrides(args: argparse.Namespace) -> dict[str, Any]:
     speculate = getattr(args, "speculate", None) or "none"
     draft_max_batch = getattr(args, "draft_max_batch", None)
     if draft_max_batch is not None and speculate != "window":
@@ -180,12 +190,7 @@ async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
         return
     from harness.engines.vllm import open_default_engine
 
-    dtype = getattr(args, "dtype", None)
-    overrides: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
-    kv_cache_gib = getattr(args, "kv_cache_gib", None)
-    if kv_cache_gib is not None:
-        overrides["kv_cache_gib"] = kv_cache_gib
-    overrides.update(drafting_overrides(args))
+    overrides = embedded_engine_overrides(args)
     announce_engine_start()
     async with open_default_engine(args.model, **overrides) as engine:
         yield engine

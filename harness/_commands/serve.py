@@ -183,8 +183,8 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
         or getattr(args, "draft_max_batch", None) is not None
     ):
         raise ConfigError(
-            "--speculate drafts on the embedded engine; an --upstream server decodes on its "
-            "own (vllm serve --speculative-config ...): drop one of them."
+            "--speculate and --draft-max-batch draft on the embedded engine; an --upstream "
+            "server decodes on its own (vllm serve --speculative-config ...): drop one of them."
         )
     if args.upstream and getattr(args, "kv_cache_gib", None) is not None:
         raise ConfigError(
@@ -210,12 +210,10 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
         ) as http:
             yield http
         return
-    from harness._commands._engine_args import announce_engine_start, drafting_overrides
+    from harness._commands._engine_args import announce_engine_start, embedded_engine_overrides
     from harness.engines.vllm import open_default_engine
 
-    overrides: dict[str, Any] = drafting_overrides(args)
-    if getattr(args, "kv_cache_gib", None) is not None:
-        overrides["kv_cache_gib"] = args.kv_cache_gib
+    overrides = embedded_engine_overrides(args)
     announce_engine_start()
     async with open_default_engine(args.model, **overrides) as engine:
         yield engine

@@ -23,10 +23,11 @@ This module drafts from what a real deployment has — never from a policy's gol
   of up to 8 tokens wins) and drafts what follows; without a match it falls back to prompt
   lookup, the continuation of the last 3 tokens earlier in the request's own context (what
   vLLM's n-gram proposer does), which covers a previous call repeated.
-* **Off under load.** When more than ``max_batch`` requests decode in one step
+* **Off under load, when asked.** With ``max_batch`` set
   (:attr:`~harness.engines.vllm.VLLMSettings.draft_max_batch`, carried by
-  :data:`MAX_BATCH_ENV`), it drafts nothing: on a CPU a step of many requests is
-  compute-bound and verifying their drafts costs more than the tokens it saves.
+  :data:`MAX_BATCH_ENV`; 0, the default, drafts at any load), it drafts nothing in a step
+  where more requests decode: where such a step is compute-bound, verifying their drafts
+  can cost more than the tokens it saves.
 
 The channel is a file (the worker is a forked process): the front end rewrites it atomically
 with the most recent :data:`MAX_SEQUENCES` sequences and the proposer re-reads it when it
