@@ -11,7 +11,9 @@ size, with the same jobs:
 - **jobs**: the fan-out tasks :data:`TASKS` (one window each, n = 5..8) under arms S and F, gold
   policy (both arms generate the same text), tool latency ``--latency`` (0.1 s): 16 jobs.
 - **K**: at most K loops on the engine at once. K = 1 empties the prefix cache before every job
-  (otherwise F would find S's prompts cached); K > 1 empties it once before the pass. K values
+  (otherwise F would find S's prompts cached); K > 1 empties it once before the pass, and S and
+  F of one task then share the cache (either can read what the other prefilled where their
+  prompts start the same: the system prompt, the task, the calls before the window). K values
   alternate in order between repetitions, so slow drift in the machine's load hits all of them.
 - **cache sizes**: ``--kv-cache-gib`` (the pressure arm, default 0.09 with ``--max-model-len``
   4096) and ``--control-gib`` (default 2, the engine's default). The arithmetic: one token of

@@ -66,9 +66,11 @@ async def run_pass(
     progress: Callable[[str], None] = lambda line: None,
 ) -> list[dict[str, Any]]:
     """Every (task, arm) job once under the gold policy, at most ``k`` at a time, each from
-    an empty prefix cache (``k`` = 1: emptied before every job; otherwise once before the
-    pass), so no arm reuses what another arm's run of the same task left in the cache.
-    ``progress`` gets a line as each job ends."""
+    an empty prefix cache (``k`` = 1: emptied before every job, so no arm reuses what another
+    arm's run of the same task left in the cache; otherwise once before the pass, and the
+    arms of one task then run side by side on one cache: a turn one arm prefilled can be
+    read by another arm whose prompt starts the same). ``progress`` gets a line as each job
+    ends."""
     manifest = load_workspace_manifest()
     limiter = anyio.CapacityLimiter(k)
     jobs: list[dict[str, Any]] = []
