@@ -20,8 +20,9 @@ whose logits are within rounding of each other can swap places. This command tel
    significant bits, so logits of magnitude 16-32 are rounded in steps of 0.125) are a
    *tie*: the two passes' rounding can swap them; further apart is a suspected bug.
 
-Jobs: survey tasks (``--survey N ...``, one fan-out window of N reads) or workload tasks
-(``--workload ID|KIND ...``), arm ``--arm`` (default F), policy ``--policy`` (default model).
+Jobs: survey tasks (``--survey N ...``, one fan-out window of N reads; ``--seed R`` builds
+draft_bench's repetition R of them) or workload tasks (``--workload ID|KIND ...``), arm
+``--arm`` (default F), policy ``--policy`` (default model).
 Writes ``OUT/ties.json`` and ``OUT/report.md``.
 """
 
@@ -47,7 +48,7 @@ from harness.bench.workload import WorkloadTask, workload_tasks
 from harness.engines.vllm import VLLMEngine
 from harness.toolsets.workspace import load_workspace_manifest
 
-__all__ = ("bf16_ulp", "classify", "main", "parting")
+__all__ = ("bf16_ulp", "classify", "jobs", "main", "parting")
 
 DEFAULT_OUT = Path("benchmarks/results/draft/ties")
 
@@ -124,13 +125,20 @@ async def _run_all(
     return seen
 
 
+def jobs(survey: Sequence[int], workload: Sequence[str], seed: int = 0) -> list[WorkloadTask]:
+    """The tasks to run: survey tasks of ``survey`` reads as ``draft_bench``'s repetition
+    ``seed`` builds them (its first copy), then the named workload tasks."""
+    tasks = [survey_task(n, 0, seed=seed) for n in survey]
+    if workload:
+        tasks += select_tasks(workload_tasks(0), list(workload))
+    return tasks
+
+
 async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     from harness.engines.vllm import open_default_engine
 
     manifest = load_workspace_manifest()
-    tasks: list[WorkloadTask] = [survey_task(n, 0) for n in args.survey]
-    if args.workload:
-        tasks += select_tasks(workload_tasks(0), args.workload)
+    tasks = jobs(args.survey, args.workload, args.seed)
     spec = JobSpec.from_label(
         args.arm,
         policy=args.policy,
@@ -222,6 +230,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m benchmarks.draft_ties", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--survey", nargs="*", type=int, default=[], metavar="N")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the survey tasks' seed: draft_bench's repetition r builds them with seed r "
+        "(default 0)",
+    )
     parser.add_argument("--workload", nargs="*", default=[], metavar="ID")
     parser.add_argument("--arm", default="F")
     parser.add_argument("--policy", default="model", choices=("gold", "oracle", "model"))

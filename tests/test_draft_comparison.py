@@ -97,3 +97,25 @@ def test_each_cell_meets_every_proposer_back_to_back_in_a_rotated_order() -> Non
     )
     order = [(cell["rep"], proposer) for cell, _, _, proposer in _runs(args)]
     assert order == [(0, "none"), (0, "window"), (1, "window"), (1, "none")]
+
+
+def test_draft_ties_rebuilds_the_survey_task_of_the_repetition_draft_bench_ran() -> None:
+    import argparse
+
+    from benchmarks.draft_bench import _runs
+    from benchmarks.draft_ties import jobs
+
+    args = argparse.Namespace(
+        reps=3,
+        proposers=["none"],
+        policies=["gold"],
+        arms=["F+spec"],
+        workload=None,
+        concurrency=[1],
+        n=[10],
+    )
+    ran = {cell["rep"]: tasks[0] for cell, tasks, _, _ in _runs(args)}
+    for rep in (0, 2):
+        [task] = jobs([10], [], seed=rep)
+        assert task.task == ran[rep].task
+    assert jobs([10], [], seed=2)[0].task != ran[0].task  # the seed matters
