@@ -48,7 +48,7 @@ from harness.bench.workload import WorkloadTask, workload_tasks
 from harness.engines.vllm import VLLMEngine
 from harness.toolsets.workspace import load_workspace_manifest
 
-__all__ = ("bf16_ulp", "classify", "jobs", "main", "parting")
+__all__ = ("bf16_ulp", "classify", "main", "parting", "selected_tasks")
 
 DEFAULT_OUT = Path("benchmarks/results/draft/ties")
 
@@ -125,7 +125,9 @@ async def _run_all(
     return seen
 
 
-def jobs(survey: Sequence[int], workload: Sequence[str], seed: int = 0) -> list[WorkloadTask]:
+def selected_tasks(
+    survey: Sequence[int], workload: Sequence[str], seed: int = 0
+) -> list[WorkloadTask]:
     """The tasks to run: survey tasks of ``survey`` reads as ``draft_bench``'s repetition
     ``seed`` builds them (its first copy), then the named workload tasks."""
     tasks = [survey_task(n, 0, seed=seed) for n in survey]
@@ -138,7 +140,7 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     from harness.engines.vllm import open_default_engine
 
     manifest = load_workspace_manifest()
-    tasks = jobs(args.survey, args.workload, args.seed)
+    tasks = selected_tasks(args.survey, args.workload, args.seed)
     spec = JobSpec.from_label(
         args.arm,
         policy=args.policy,

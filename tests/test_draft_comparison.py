@@ -103,7 +103,7 @@ def test_draft_ties_rebuilds_the_survey_task_of_the_repetition_draft_bench_ran()
     import argparse
 
     from benchmarks.draft_bench import _runs
-    from benchmarks.draft_ties import jobs
+    from benchmarks.draft_ties import selected_tasks
 
     args = argparse.Namespace(
         reps=3,
@@ -116,6 +116,6 @@ def test_draft_ties_rebuilds_the_survey_task_of_the_repetition_draft_bench_ran()
     )
     ran = {cell["rep"]: tasks[0] for cell, tasks, _, _ in _runs(args)}
     for rep in (0, 2):
-        [task] = jobs([10], [], seed=rep)
+        [task] = selected_tasks([10], [], seed=rep)
         assert task.task == ran[rep].task
-    assert jobs([10], [], seed=2)[0].task != ran[0].task  # the seed matters
+    assert selected_tasks([10], [], seed=2)[0].task != ran[0].task  # the seed matters
