@@ -25,6 +25,11 @@ engine, what each proposer (``--proposers``: ``none``, vLLM's ``ngram``, the har
 ``--draft-max-batch N`` sets the window proposer's load switch
 (:attr:`harness.engines.vllm.VLLMSettings.draft_max_batch`; 0 = draft at any load).
 
+A long run can be stopped and continued: every job's row is written to ``results.jsonl`` as
+its cell ends, and ``--resume`` (same arguments, same ``--out``) skips every (cell, arm,
+proposer) whose rows are all there and reports over the whole file. Without ``--resume`` an
+``OUT`` that already holds results is refused rather than mixed with a new run.
+
 Results: ``OUT/results.jsonl`` (one row per job), ``OUT/report.md`` (per arm, n and K: median
 wall and decode tokens/s per proposer, their ratio to ``none``, acceptance, mismatches).
 Run it alone on a quiet machine: walls beside other work are noise (the ratios within a cell
@@ -133,6 +138,31 @@ def _cells(args: argparse.Namespace, rep: int) -> Iterator[tuple[int, int, list[
             yield k, n, [survey_task(n, copy, seed=rep) for copy in range(k)]
 
 
+def _run_key(cell: dict[str, Any], label: str, proposer: str, task_id: str) -> tuple[Any, ...]:
+    """Identifies one job of a run: what ``--resume`` looks for among the stored rows."""
+    return (cell["K"], cell["n"], cell["rep"], cell["policy"], label, proposer, task_id)
+
+
+def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """:func:`_run_key` of a stored row (a field it lacks counts as None)."""
+    fields = ("K", "n", "rep", "policy", "arm", "proposer", "task_id")
+    return tuple(row.get(f) for f in fields)
+
+
+def stored_jobs(rows: Sequence[dict[str, Any]]) -> set[tuple[Any, ...]]:
+    """The job keys of ``rows`` already in ``results.jsonl`` (``--resume`` skips them)."""
+    return {_row_key(r) for r in rows}
+
+
+def pending_runs(
+    args: argparse.Namespace, stored: set[tuple[Any, ...]]
+) -> Iterator[tuple[dict[str, Any], list[WorkloadTask], str, str]]:
+    """:func:`_runs` less every (cell, arm, proposer) whose jobs are all in ``stored``."""
+    for cell, tasks, label, proposer in _runs(args):
+        if not all(_run_key(cell, label, proposer, t.id) in stored for t in tasks):
+            yield cell, tasks, label, proposer
+
+
 def _runs(
     args: argparse.Namespace,
 ) -> Iterator[tuple[dict[str, Any], list[WorkloadTask], str, str]]:
@@ -149,11 +179,22 @@ def _runs(
                         yield cell, tasks, label, proposer
 
 
-async def measure(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
+async def measure(
+    args: argparse.Namespace, out: Path, stored: Sequence[dict[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """Run every pending cell (all of them, or those ``stored`` lacks) and return ``stored``'s
+    rows followed by the new ones."""
     from harness.engines.vllm import open_default_engine
 
     manifest = load_workspace_manifest()
-    rows: list[dict[str, Any]] = []
+    todo = list(pending_runs(args, stored_jobs(stored)))
+    rerun = {_run_key(c, label, p, t.id) for c, tasks, label, p in todo for t in tasks}
+    # A cell cut short keeps some of its rows; it runs again whole, so those rows go.
+    rows = [r for r in stored if _row_key(r) not in rerun]
+    if stored:
+        print(f"resuming: {len(rows)} stored jobs kept, {len(todo)} cell runs to go", flush=True)
+    if not todo:
+        return rows
     async with AsyncExitStack() as stack:
         engines = {}
         for proposer in args.proposers:
@@ -164,7 +205,7 @@ async def measure(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
             )
         levers = {"skill_tools": args.skill_tools, "open_slots": args.open_slots}
         with (out / "results.jsonl").open("a", encoding="utf-8") as sink:
-            for cell, tasks, label, proposer in _runs(args):
+            for done, (cell, tasks, label, proposer) in enumerate(todo, start=1):
                 jobs, counts = await _cell(
                     engines[proposer], tasks, label, cell["policy"], manifest, levers
                 )
@@ -175,6 +216,7 @@ async def measure(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
                     sink.flush()
                 wall = statistics.median(j["summary"].get("wall_s") or 0 for j in jobs)
                 print(
+                    f"[{done}/{len(todo)}] "
                     f"K={cell['K']} n={cell['n']} rep={cell['rep']} {cell['policy']} "
                     f"{label:<7} {proposer:<6} wall {wall:6.2f} s  accepted "
                     f"{counts['accepted_tokens']}/{counts['draft_tokens']}",
@@ -295,10 +337,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.draft_bench", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--proposers", nargs="+", choices=PROPOSERS, default=["none", "window"])
-    parser.add_argument("--arms", nargs="+", default=["S", "F", "P"])
     parser.add_argument(
-        "--policies", nargs="+", default=["gold"], choices=("gold", "oracle", "model")
+        "--proposers",
+        nargs="+",
+        choices=PROPOSERS,
+        default=["none", "window"],
+        help="one engine per proposer, all open at once (none is required: the baseline of "
+        "every ratio and of the lossless check; default: none window)",
+    )
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=["S", "F", "P"],
+        help="arm labels (S, F, F+spec, P, P+V; default: S F P)",
+    )
+    parser.add_argument(
+        "--policies",
+        nargs="+",
+        default=["gold"],
+        choices=("gold", "oracle", "model"),
+        help="gold and oracle constrain the engine to those calls; model lets it choose "
+        "(default: gold)",
     )
     parser.add_argument(
         "--workload",
@@ -317,10 +376,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--skill-tools", action="store_true", help="the skill-tools lever")
     parser.add_argument("--open-slots", action="store_true", help="the open-slots lever")
-    parser.add_argument("--n", nargs="+", type=int, default=[2, 4, 6, 10])
-    parser.add_argument("--concurrency", nargs="+", type=int, default=[1])
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--n",
+        nargs="+",
+        type=int,
+        default=[2, 4, 6, 10],
+        help="survey window sizes (default: 2 4 6 10)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        nargs="+",
+        type=int,
+        default=[1],
+        metavar="K",
+        help="loops sharing the engine in one cell (default: 1)",
+    )
+    parser.add_argument("--reps", type=int, default=3, help="repetitions (default: 3)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"directory for results.jsonl, header.md and report.md (default: {DEFAULT_OUT})",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run whose rows OUT/results.jsonl holds: skip the cells it has, "
+        "report over the whole file",
+    )
     parser.add_argument(
         "--report-only",
         type=Path,
@@ -333,20 +416,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report_only(args.report_only)
     if "none" not in args.proposers:
         parser.error("--proposers must include none (the baseline of every ratio)")
+    if any(n < 1 for n in args.concurrency) or args.reps < 1:
+        parser.error("--concurrency and --reps must be at least 1")
+    results = args.out / "results.jsonl"
+    stored: list[dict[str, Any]] = []
+    if results.exists() and results.stat().st_size:
+        if not args.resume:
+            parser.error(
+                f"{results} already holds a run: --resume to continue it, or another --out"
+            )
+        stored, skipped = read_jsonl(results)
+        if skipped:
+            print(f"note: {skipped} unreadable lines of {results} ignored", file=sys.stderr)
+        if not results.read_bytes().endswith(b"\n"):  # a row torn by a kill: end its line
+            with results.open("a", encoding="utf-8") as sink:
+                sink.write("\n")
     logging.getLogger("harness").setLevel(logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     load_before = os.getloadavg()[0]
-    rows = anyio.run(measure, args, args.out, backend="asyncio")
+    rows = anyio.run(measure, args, args.out, stored, backend="asyncio")
     report = summarise(rows)
     shown = list(sys.argv[1:] if argv is None else argv)
     command = "python -m benchmarks.draft_bench " + " ".join(shown)
-    header = (
-        f"# Drafted decoding\n\nCommand: `{command.strip()}` "
-        f"({time.monotonic() - started:.0f} s; load average {load_before:.1f} at the start, "
-        f"{os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} CPUs)\n"
+    line = (
+        f"`{command.strip()}` ({time.monotonic() - started:.0f} s; load average "
+        f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, "
+        f"{os.cpu_count()} CPUs)"
     )
-    (args.out / "header.md").write_text(header, encoding="utf-8")
+    header_file = args.out / "header.md"
+    if stored and header_file.exists():
+        header = header_file.read_text(encoding="utf-8").rstrip("\n") + f"\n\nResumed: {line}\n"
+    else:
+        header = f"# Drafted decoding\n\nCommand: {line}\n"
+    header_file.write_text(header, encoding="utf-8")
     text = f"{header}\n{report}\n"
     (args.out / "report.md").write_text(text, encoding="utf-8")
     print(text)

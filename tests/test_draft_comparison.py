@@ -119,3 +119,75 @@ def test_draft_ties_rebuilds_the_survey_task_of_the_repetition_draft_bench_ran()
         [task] = selected_tasks([10], [], seed=rep)
         assert task.task == ran[rep].task
     assert selected_tasks([10], [], seed=2)[0].task != ran[0].task  # the seed matters
+
+
+def _survey_args(**over: Any) -> Any:
+    import argparse
+
+    base = {
+        "reps": 1,
+        "proposers": ["none", "window"],
+        "policies": ["gold"],
+        "arms": ["F"],
+        "workload": None,
+        "concurrency": [2],
+        "n": [2, 4],
+    }
+    return argparse.Namespace(**{**base, **over})
+
+
+def _stored_row(cell: dict[str, Any], arm: str, proposer: str, task_id: str) -> dict[str, Any]:
+    return {
+        **cell,
+        "arm": arm,
+        "proposer": proposer,
+        "task_id": task_id,
+        "wall_s": 1.0,
+        "decode_s": 1.0,
+        "generated_tokens": 10,
+        "drafts": 0,
+        "draft_tokens": 0,
+        "accepted_tokens": 0,
+        "signature": [[], "a", []],
+    }
+
+
+def test_resume_skips_only_the_cells_whose_jobs_are_all_stored() -> None:
+    from benchmarks.draft_bench import _runs, pending_runs, stored_jobs
+
+    args = _survey_args()
+    runs = list(_runs(args))
+    assert len(runs) == 4  # n = 2 and 4, each on none and window
+    cell, tasks, arm, proposer = runs[0]
+    whole = [_stored_row(cell, arm, proposer, t.id) for t in tasks]
+    cell2, tasks2, arm2, proposer2 = runs[1]
+    half = [_stored_row(cell2, arm2, proposer2, tasks2[0].id)]  # a cell cut short
+    left = list(pending_runs(args, stored_jobs(whole + half)))
+    assert [(c["n"], p) for c, _, _, p in left] == [(2, "window"), (4, "none"), (4, "window")]
+
+
+def test_resume_with_nothing_left_reports_over_the_file_and_needs_no_engine(
+    tmp_path: Any, capsys: Any
+) -> None:
+    import json
+
+    import pytest
+
+    from benchmarks.draft_bench import _runs, main
+
+    argv = ["--arms", "F", "--n", "2", "--concurrency", "1", "--reps", "1"]
+    args = _survey_args(n=[2], concurrency=[1])
+    rows = [_stored_row(c, a, p, t.id) for c, tasks, a, p in _runs(args) for t in tasks]
+    results = tmp_path / "results.jsonl"
+    # the last row torn by a kill (no newline): resume ends its line before appending
+    results.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    with pytest.raises(SystemExit) as refused:
+        main([*argv, "--out", str(tmp_path)])
+    assert refused.value.code == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main([*argv, "--out", str(tmp_path), "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert "resuming: 2 stored jobs kept, 0 cell runs to go" in out
+    assert "Lossless: 1 jobs compared with the none engine's, 0 differ" in out
+    assert results.read_text(encoding="utf-8").endswith("\n")
+    assert "Command: `python -m benchmarks.draft_bench" in (tmp_path / "report.md").read_text()
