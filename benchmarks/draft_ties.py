@@ -231,7 +231,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.draft_ties", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--survey", nargs="*", type=int, default=[], metavar="N")
+    parser.add_argument(
+        "--survey",
+        nargs="*",
+        type=int,
+        default=[],
+        metavar="N",
+        help="survey tasks of one fan-out window of N reads (draft_bench's --n), one job each",
+    )
     parser.add_argument(
         "--seed",
         type=int,
@@ -239,9 +246,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the survey tasks' seed: draft_bench's repetition r builds them with seed r "
         "(default 0)",
     )
-    parser.add_argument("--workload", nargs="*", default=[], metavar="ID")
-    parser.add_argument("--arm", default="F")
-    parser.add_argument("--policy", default="model", choices=("gold", "oracle", "model"))
+    parser.add_argument(
+        "--workload",
+        nargs="*",
+        default=[],
+        metavar="ID",
+        help="workload tasks (ids or kinds); every job named runs concurrently, so name a "
+        "draft_bench cell's tasks to meet its batching again",
+    )
+    parser.add_argument("--arm", default="F", help="the arm label the jobs run (default: F)")
+    parser.add_argument(
+        "--policy",
+        default="model",
+        choices=("gold", "oracle", "model"),
+        help="the policy the jobs run under (default: model)",
+    )
     parser.add_argument(
         "--proposer",
         default="window",
@@ -257,9 +276,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a parting whose two raw logits are at most N bfloat16 steps apart is a "
         "numerical tie (default 2)",
     )
-    parser.add_argument("--skill-tools", action="store_true")
-    parser.add_argument("--open-slots", action="store_true")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--skill-tools", action="store_true", help="the skill-tools lever")
+    parser.add_argument("--open-slots", action="store_true", help="the open-slots lever")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"directory for the scored partings and report.md (default: {DEFAULT_OUT})",
+    )
     args = parser.parse_args(argv)
     if not args.survey and not args.workload:
         parser.error("name the jobs: --survey N ... and/or --workload ID ...")
