@@ -60,7 +60,7 @@ from harness.bench.workload import WorkloadTask, generate_tasks, workload_tasks
 from harness.engines.vllm import DRAFT_MAX_BATCH
 from harness.toolsets.workspace import load_workspace_manifest
 
-__all__ = ("PROPOSERS", "main", "summarise")
+__all__ = ("PROPOSERS", "in_cells", "main", "named_workload", "summarise")
 
 PROPOSERS = ("none", "ngram", "suffix", "window")
 DEFAULT_OUT = Path("benchmarks/results/draft")
@@ -123,15 +123,27 @@ async def _cell(
     return sorted(jobs, key=lambda j: j["task_id"]), counts
 
 
+def named_workload(names: Sequence[str]) -> list[WorkloadTask]:
+    """The workload tasks ``names`` picks (ids or kinds; ``all``: the 48 seeded tasks), in
+    the benchmark's running order."""
+    ids = [t.id for t in generate_tasks(0)] if list(names) == ["all"] else list(names)
+    return select_tasks(workload_tasks(0), ids)
+
+
+def in_cells(tasks: Sequence[WorkloadTask], k: int) -> list[list[WorkloadTask]]:
+    """``tasks`` K at a time, in order: the cells a ``--workload`` run gives each engine
+    (the last one shorter when K does not divide the count)."""
+    return [list(tasks[start : start + k]) for start in range(0, len(tasks), k)]
+
+
 def _cells(args: argparse.Namespace, rep: int) -> Iterator[tuple[int, int, list[WorkloadTask]]]:
     """(K, n, tasks) of each cell of repetition ``rep``: survey tasks of n reads, K copies;
     or (``--workload``) the named workload tasks K at a time (n = 0)."""
     if args.workload:
-        names = [t.id for t in generate_tasks(0)] if args.workload == ["all"] else args.workload
-        picked = select_tasks(workload_tasks(0), names)
+        picked = named_workload(args.workload)
         for k in args.concurrency:
-            for start in range(0, len(picked), k):
-                yield k, 0, picked[start : start + k]
+            for chunk in in_cells(picked, k):
+                yield k, 0, chunk
         return
     for k in args.concurrency:
         for n in args.n:

@@ -21,8 +21,9 @@ whose logits are within rounding of each other can swap places. This command tel
    *tie*: the two passes' rounding can swap them; further apart is a suspected bug.
 
 Jobs: survey tasks (``--survey N ...``, one fan-out window of N reads; ``--seed R`` builds
-draft_bench's repetition R of them) or workload tasks (``--workload ID|KIND ...``), arm
-``--arm`` (default F), policy ``--policy`` (default model).
+draft_bench's repetition R of them) or workload tasks (``--workload ID|KIND ... | all``), arm
+``--arm`` (default F), policy ``--policy`` (default model); ``--concurrency K`` runs them K at
+a time, in draft_bench's cells (default: all at once).
 Writes ``OUT/ties.json`` and ``OUT/report.md``.
 """
 
@@ -41,10 +42,10 @@ from typing import Any
 
 import anyio
 
+from benchmarks.draft_bench import in_cells, named_workload
 from benchmarks.spec_bench import survey_task
 from harness.bench.jobs import JobSpec, run_job
-from harness.bench.runner import select_tasks
-from harness.bench.workload import WorkloadTask, workload_tasks
+from harness.bench.workload import WorkloadTask
 from harness.engines.vllm import VLLMEngine
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -109,18 +110,20 @@ async def _score(
 
 
 async def _run_all(
-    engine: VLLMEngine, tasks: Sequence[WorkloadTask], spec: JobSpec, manifest: Any
+    engine: VLLMEngine, cells: Sequence[Sequence[WorkloadTask]], spec: JobSpec, manifest: Any
 ) -> list[tuple[list[int], list[int]]]:
-    """Run ``tasks`` concurrently (as the benchmark's cell did: batching changes the
-    arithmetic) and return every generation's (prompt ids, generated ids)."""
+    """Run each cell's tasks concurrently, one cell after another (as the benchmark's cells
+    ran: batching changes the arithmetic), and return every generation's (prompt ids,
+    generated ids)."""
     seen = _record(engine)
 
     async def one(wt: WorkloadTask) -> None:
         await run_job(engine, wt, spec, manifest)
 
-    async with anyio.create_task_group() as group:
-        for wt in tasks:
-            group.start_soon(one, wt)
+    for cell in cells:
+        async with anyio.create_task_group() as group:
+            for wt in cell:
+                group.start_soon(one, wt)
     engine._completion = VLLMEngine._completion.__get__(engine)  # type: ignore[method-assign]
     return seen
 
@@ -129,10 +132,11 @@ def selected_tasks(
     survey: Sequence[int], workload: Sequence[str], seed: int = 0
 ) -> list[WorkloadTask]:
     """The tasks to run: survey tasks of ``survey`` reads as ``draft_bench``'s repetition
-    ``seed`` builds them (its first copy), then the named workload tasks."""
+    ``seed`` builds them (its first copy), then the named workload tasks (``all``: the 48
+    seeded tasks) in draft_bench's order."""
     tasks = [survey_task(n, 0, seed=seed) for n in survey]
     if workload:
-        tasks += select_tasks(workload_tasks(0), list(workload))
+        tasks += named_workload(workload)
     return tasks
 
 
@@ -160,9 +164,14 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         )
         assert isinstance(plain, VLLMEngine)
         assert isinstance(drafted, VLLMEngine)
-        print(f"{len(tasks)} jobs on each engine…", file=sys.stderr, flush=True)
-        undrafted_runs = await _run_all(plain, tasks, spec, manifest)
-        drafted_runs = await _run_all(drafted, tasks, spec, manifest)
+        cells = in_cells(tasks, args.concurrency or len(tasks))
+        print(
+            f"{len(tasks)} jobs on each engine, {len(cells)} cell(s) one after another…",
+            file=sys.stderr,
+            flush=True,
+        )
+        undrafted_runs = await _run_all(plain, cells, spec, manifest)
+        drafted_runs = await _run_all(drafted, cells, spec, manifest)
         # A task's turns are found by their prompt: the same prompt on both engines is the
         # same chat, so the first turn whose outputs differ is where the runs part.
         by_prompt = {tuple(prompt): out for prompt, out in undrafted_runs}
@@ -254,6 +263,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="workload tasks (ids or kinds); every job named runs concurrently, so name a "
         "draft_bench cell's tasks to meet its batching again",
     )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=0,
+        metavar="K",
+        help="run the jobs K at a time, cell after cell, as draft_bench --concurrency K cuts "
+        "them (default 0: every job at once)",
+    )
     parser.add_argument("--arm", default="F", help="the arm label the jobs run (default: F)")
     parser.add_argument(
         "--policy",
@@ -287,6 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.survey and not args.workload:
         parser.error("name the jobs: --survey N ... and/or --workload ID ...")
+    if args.concurrency < 0:
+        parser.error("--concurrency must be 0 (every job at once) or more")
     logging.getLogger("harness").setLevel(logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

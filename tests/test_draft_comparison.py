@@ -191,3 +191,17 @@ def test_resume_with_nothing_left_reports_over_the_file_and_needs_no_engine(
     assert "Lossless: 1 jobs compared with the none engine's, 0 differ" in out
     assert results.read_text(encoding="utf-8").endswith("\n")
     assert "Command: `python -m benchmarks.draft_bench" in (tmp_path / "report.md").read_text()
+
+
+def test_draft_ties_meets_the_workload_cells_draft_bench_ran() -> None:
+    import argparse
+
+    from benchmarks.draft_bench import _cells, in_cells
+    from benchmarks.draft_ties import selected_tasks
+
+    args = argparse.Namespace(workload=["all"], concurrency=[12], n=[])
+    ran = [[t.id for t in tasks] for _, _, tasks in _cells(args, 0)]
+    met = [[t.id for t in cell] for cell in in_cells(selected_tasks([], ["all"]), 12)]
+    assert met == ran
+    assert [len(c) for c in ran] == [12, 12, 12, 12]
+    assert [len(c) for c in in_cells(selected_tasks([], ["mixed"]), 12)] == [12, 4]
