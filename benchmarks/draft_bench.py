@@ -256,13 +256,14 @@ def summarise(rows: Sequence[dict[str, Any]]) -> str:
         if r["proposer"] == "none"
     }
     differ: list[str] = []
-    checked = 0
+    checked = acted = 0
     for r in rows:
         key = (r["policy"], r["arm"], r["K"], r["n"], r["rep"], r["task_id"])
         if r["proposer"] != "none" and key in baseline:
             checked += 1
             if r["signature"] != baseline[key]:
                 where = first_difference(r["signature"], baseline[key])
+                acted += r["signature"][:2] != baseline[key][:2]
                 differ.append(
                     f"- {r['task_id']} {r['arm']} {r['policy']} K={r['K']} rep {r['rep']} "
                     f"{r['proposer']}: {where}"
@@ -297,7 +298,9 @@ def summarise(rows: Sequence[dict[str, Any]]) -> str:
     lines += [
         "",
         f"Lossless: {checked} jobs compared with the none engine's, {mismatches} differ "
-        "(calls, answer or the generated token ids of a turn).",
+        "(calls, answer or the generated token ids of a turn); of these, "
+        f"{acted} in calls or answer, {mismatches - acted} only in the token ids that spell "
+        "them.",
         *differ,
     ]
     return "\n".join(lines + _against_p(groups))

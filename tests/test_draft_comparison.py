@@ -51,7 +51,9 @@ def test_parting_and_the_tie_verdict() -> None:
 def test_the_report_prices_f_spec_against_p_and_lists_each_mismatch() -> None:
     from benchmarks.draft_bench import summarise
 
-    def row(arm: str, proposer: str, wall: float, digest: str = "d") -> dict[str, Any]:
+    def row(
+        arm: str, proposer: str, wall: float, digest: str = "d", answer: str = "b"
+    ) -> dict[str, Any]:
         return {
             "policy": "gold",
             "arm": arm,
@@ -66,7 +68,7 @@ def test_the_report_prices_f_spec_against_p_and_lists_each_mismatch() -> None:
             "drafts": 2,
             "draft_tokens": 12,
             "accepted_tokens": 6,
-            "signature": _signature(_job([digest], [("read_doc", "{}")])),
+            "signature": _signature(_job([digest], [("read_doc", "{}")], answer)),
         }
 
     rows = [
@@ -78,6 +80,11 @@ def test_the_report_prices_f_spec_against_p_and_lists_each_mismatch() -> None:
     text = summarise(rows)
     assert "- gold K=1 n=6: F+spec with window 0.90x P undrafted, 1.12x P with window" in text
     assert "2 jobs compared with the none engine's, 1 differ" in text
+    assert "of these, 0 in calls or answer, 1 only in the token ids" in text
+    rows[1] = row("P", "window", 8.0, digest="other", answer="another")
+    assert "2 differ (calls, answer or the generated token ids of a turn); of these, 1 in " in (
+        summarise(rows)
+    )
     assert "- survey-n6-k0 F+spec gold K=1 rep 0 window: turn 1" in text
 
 
