@@ -260,16 +260,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="*",
         default=[],
         metavar="ID",
-        help="workload tasks (ids or kinds); every job named runs concurrently, so name a "
-        "draft_bench cell's tasks to meet its batching again",
+        help="workload tasks (ids or kinds; all = the 48 seeded tasks, in draft_bench's "
+        "order); with --concurrency K they run in draft_bench's cells again",
     )
     parser.add_argument(
         "--concurrency",
         type=int,
         default=0,
         metavar="K",
-        help="run the jobs K at a time, cell after cell, as draft_bench --concurrency K cuts "
-        "them (default 0: every job at once)",
+        help="run the jobs K at a time, cell after cell, as draft_bench --workload ... "
+        "--concurrency K cuts them (default 0: every job at once)",
     )
     parser.add_argument("--arm", default="F", help="the arm label the jobs run (default: F)")
     parser.add_argument(
