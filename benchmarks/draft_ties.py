@@ -35,8 +35,8 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Sequence
-from contextlib import AsyncExitStack
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,17 @@ from harness.bench.workload import WorkloadTask
 from harness.engines.vllm import VLLMEngine
 from harness.toolsets.workspace import load_workspace_manifest
 
-__all__ = ("bf16_ulp", "classify", "main", "parting", "selected_tasks")
+__all__ = (
+    "SCORER_SETTINGS",
+    "Generations",
+    "bf16_ulp",
+    "classify",
+    "main",
+    "parting",
+    "recording",
+    "score_partings",
+    "selected_tasks",
+)
 
 DEFAULT_OUT = Path("benchmarks/results/draft/ties")
 
@@ -75,10 +85,15 @@ def classify(logit_a: float, logit_b: float, tie_ulps: float) -> tuple[float, st
     return ulps, ("tie" if ulps <= tie_ulps else "suspect")
 
 
-def _record(engine: VLLMEngine) -> list[tuple[list[int], list[int]]]:
-    """Record each completion's (prompt ids, generated ids) of ``engine``, in order."""
-    seen: list[tuple[list[int], list[int]]] = []
-    inner = VLLMEngine._completion.__get__(engine)  # not an earlier job's recorder
+Generations = list[tuple[list[int], list[int]]]
+"""Each completion's (prompt token ids, generated token ids), in the order they finished."""
+
+
+@contextmanager
+def recording(engine: VLLMEngine) -> Iterator[Generations]:
+    """Record each completion ``engine`` finishes while the block runs (restored after)."""
+    seen: Generations = []
+    inner = VLLMEngine._completion.__get__(engine)  # not an earlier block's recorder
 
     def completion(final: Any, *args: Any, **kwargs: Any) -> Any:
         seen.append(
@@ -87,7 +102,10 @@ def _record(engine: VLLMEngine) -> list[tuple[list[int], list[int]]]:
         return inner(final, *args, **kwargs)
 
     engine._completion = completion  # type: ignore[method-assign]
-    return seen
+    try:
+        yield seen
+    finally:
+        engine._completion = inner  # type: ignore[method-assign]
 
 
 async def _score(
@@ -111,21 +129,72 @@ async def _score(
 
 async def _run_all(
     engine: VLLMEngine, cells: Sequence[Sequence[WorkloadTask]], spec: JobSpec, manifest: Any
-) -> list[tuple[list[int], list[int]]]:
+) -> Generations:
     """Run each cell's tasks concurrently, one cell after another (as the benchmark's cells
-    ran: batching changes the arithmetic), and return every generation's (prompt ids,
-    generated ids)."""
-    seen = _record(engine)
+    ran: batching changes the arithmetic), and return every generation."""
 
     async def one(wt: WorkloadTask) -> None:
         await run_job(engine, wt, spec, manifest)
 
-    for cell in cells:
-        async with anyio.create_task_group() as group:
-            for wt in cell:
-                group.start_soon(one, wt)
-    engine._completion = VLLMEngine._completion.__get__(engine)  # type: ignore[method-assign]
+    with recording(engine) as seen:
+        for cell in cells:
+            async with anyio.create_task_group() as group:
+                for wt in cell:
+                    group.start_soon(one, wt)
     return seen
+
+
+async def score_partings(
+    scorer: VLLMEngine,
+    undrafted: Generations,
+    drafted: Generations,
+    tie_ulps: float = 2.0,
+    *,
+    log: bool = False,
+) -> tuple[list[dict[str, Any]], int]:
+    """Each drafted generation whose prompt the undrafted run also saw and whose tokens
+    differ, scored where they part: a row with both candidates' raw logits and the verdict
+    (``tie`` or ``suspect``); and how many such generations emitted the same tokens.
+
+    ``scorer`` is an undrafted engine started with ``max_logprobs=-1`` and
+    ``logprobs_mode="raw_logits"``. A task's turns are found by their prompt: the same prompt
+    on both engines is the same chat, so the first turn whose outputs differ is where the
+    runs part (later turns of that chat have other prompts and are not compared)."""
+    by_prompt = {tuple(prompt): out for prompt, out in undrafted}
+    rows: list[dict[str, Any]] = []
+    same = 0
+    for prompt, out_b in drafted:
+        out_a = by_prompt.get(tuple(prompt))
+        if out_a is None:
+            continue  # a chat the undrafted run never reached (after a parting)
+        j = parting(out_a, out_b)
+        if j is None:
+            same += 1
+            continue
+        row: dict[str, Any] = {"prompt_tokens": len(prompt), "index": j}
+        if j >= min(len(out_a), len(out_b)):
+            row.update(verdict="suspect", note="one output is a prefix of the other")
+        else:
+            a, b = out_a[j], out_b[j]
+            argmax, logits = await _score(scorer, prompt + out_a[:j], (a, b))
+            ulps, verdict = classify(logits[a], logits[b], tie_ulps)
+            row.update(
+                undrafted_token=scorer._tokenizer.decode([a]),
+                drafted_token=scorer._tokenizer.decode([b]),
+                logit_undrafted=logits[a],
+                logit_drafted=logits[b],
+                argmax=scorer._tokenizer.decode([argmax]),
+                ulps=ulps,
+                verdict=verdict,
+            )
+        rows.append(row)
+        if log:
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    return rows, same
+
+
+SCORER_SETTINGS: Mapping[str, Any] = {"max_logprobs": -1, "logprobs_mode": "raw_logits"}
+"""The engine arguments ``score_partings``'s scorer needs (every token's raw logit)."""
 
 
 def selected_tasks(
@@ -155,9 +224,7 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     async with AsyncExitStack() as stack:
         print("starting the undrafted engine…", file=sys.stderr, flush=True)
-        plain = await stack.enter_async_context(
-            open_default_engine(extra={"max_logprobs": -1, "logprobs_mode": "raw_logits"})
-        )
+        plain = await stack.enter_async_context(open_default_engine(extra=SCORER_SETTINGS))
         print(f"starting the {args.proposer} engine…", file=sys.stderr, flush=True)
         drafted = await stack.enter_async_context(
             open_default_engine(speculate=args.proposer, draft_max_batch=0)
@@ -172,36 +239,10 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         )
         undrafted_runs = await _run_all(plain, cells, spec, manifest)
         drafted_runs = await _run_all(drafted, cells, spec, manifest)
-        # A task's turns are found by their prompt: the same prompt on both engines is the
-        # same chat, so the first turn whose outputs differ is where the runs part.
-        by_prompt = {tuple(prompt): out for prompt, out in undrafted_runs}
-        same = 0
-        for prompt, out_b in drafted_runs:
-            out_a = by_prompt.get(tuple(prompt))
-            if out_a is None:
-                continue  # a chat the undrafted run never reached (after a parting)
-            j = parting(out_a, out_b)
-            if j is None:
-                same += 1
-                continue
-            row: dict[str, Any] = {"prompt_tokens": len(prompt), "index": j}
-            if j >= min(len(out_a), len(out_b)):
-                row.update(verdict="suspect", note="one output is a prefix of the other")
-            else:
-                a, b = out_a[j], out_b[j]
-                argmax, logits = await _score(plain, prompt + out_a[:j], (a, b))
-                ulps, verdict = classify(logits[a], logits[b], args.tie_ulps)
-                row.update(
-                    undrafted_token=plain._tokenizer.decode([a]),
-                    drafted_token=plain._tokenizer.decode([b]),
-                    logit_undrafted=logits[a],
-                    logit_drafted=logits[b],
-                    argmax=plain._tokenizer.decode([argmax]),
-                    ulps=ulps,
-                    verdict=verdict,
-                )
-            found.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+        rows, same = await score_partings(
+            plain, undrafted_runs, drafted_runs, args.tie_ulps, log=True
+        )
+        found.extend(rows)
     found.append({"verdict": "same", "generations": same})
     return found
 

@@ -80,10 +80,15 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path) 
 
 @pytest.fixture(scope="session")
 async def real_engine(smollm2_dir: Path) -> AsyncIterator[Any]:
-    """One VLLMEngine on SmolLM2 for the whole session (starting one costs 10-40 s)."""
+    """One VLLMEngine on SmolLM2 for the whole session (starting one costs 10-40 s).
+
+    It can give every token's raw logit (``benchmarks.draft_ties.SCORER_SETTINGS``), so the
+    drafted-decoding tests can score where two runs part; no request asks for log-probs
+    unless it says so, and one that does not is served as by a default engine."""
+    from benchmarks.draft_ties import SCORER_SETTINGS
     from harness.engines.vllm import VLLMEngine
 
-    engine = await VLLMEngine.start(smollm2_dir)
+    engine = await VLLMEngine.start(smollm2_dir, extra=SCORER_SETTINGS)
     try:
         yield engine
     finally:

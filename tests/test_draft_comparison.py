@@ -4,6 +4,8 @@ where two runs part, and when a parting is a numerical tie (``benchmarks.draft_b
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.draft_bench import _signature, first_difference
@@ -46,6 +48,56 @@ def test_parting_and_the_tie_verdict() -> None:
     assert bf16_ulp(-3.0) == 2.0**-6
     assert classify(20.0, 19.875, 2) == (1.0, "tie")
     assert classify(20.0, 19.0, 2) == (8.0, "suspect")
+
+
+class _ScriptedScorer:
+    """A scripted stand-in for the undrafted scoring engine (unit test double): the raw
+    logits it gives after a prompt are a table, keyed by the prompt's last token."""
+
+    def __init__(self, logits: dict[int, dict[int, float]]) -> None:
+        self.scored: list[list[int]] = []
+        self._logits = logits
+        outer = self
+
+        class _LLM:
+            async def generate(self, prompt: Any, params: Any, request_id: str) -> Any:
+                ids = list(prompt["prompt_token_ids"])
+                outer.scored.append(ids)
+                table = outer._logits[ids[-1]]
+                logprobs = {t: SimpleNamespace(logprob=v) for t, v in table.items()}
+                yield SimpleNamespace(outputs=[SimpleNamespace(logprobs=[logprobs])])
+
+        class _Tokenizer:
+            def decode(self, ids: list[int]) -> str:
+                return f"<{ids[0]}>"
+
+        self._llm = _LLM()
+        self._tokenizer = _Tokenizer()
+
+
+def test_score_partings_scores_the_first_differing_token_and_tells_a_tie_from_a_suspect() -> None:
+    from benchmarks.draft_ties import score_partings
+
+    # Three chats. Chat A: the same tokens. Chat B: parts at index 1 (tokens 7 vs 8) where
+    # their logits are 1 bf16 step apart. Chat C: parts at index 0 (5 vs 6), 8 steps apart.
+    # A drafted chat the undrafted run never saw is not compared.
+    undrafted = [([1, 2], [3, 4]), ([1, 9], [4, 7, 2]), ([1, 10], [5, 1])]
+    drafted = [([1, 2], [3, 4]), ([1, 9], [4, 8, 2]), ([1, 10], [6, 1]), ([99], [1])]
+    scorer = _ScriptedScorer({4: {7: 20.0, 8: 19.875, 2: 3.0}, 10: {5: 20.0, 6: 19.0}})
+    rows, same = asyncio.run(score_partings(scorer, undrafted, drafted))  # type: ignore[arg-type]
+    assert same == 1
+    assert scorer.scored == [[1, 9, 4], [1, 10]]  # the prompt plus the shared prefix
+    assert [(r["prompt_tokens"], r["index"], r["verdict"]) for r in rows] == [
+        (2, 1, "tie"),
+        (2, 0, "suspect"),
+    ]
+    assert rows[0]["logit_undrafted"] == 20.0
+    assert rows[0]["logit_drafted"] == 19.875
+    assert rows[1]["ulps"] == 8.0
+    assert rows[1]["argmax"] == "<5>"
+    # One output a prefix of the other is never a tie (nothing to score).
+    rows, _ = asyncio.run(score_partings(scorer, [([1], [3, 4])], [([1], [3])]))  # type: ignore[arg-type]
+    assert [r["verdict"] for r in rows] == ["suspect"]
 
 
 def test_the_report_prices_f_spec_against_p_and_lists_each_mismatch() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from benchmarks.draft_bench import _signature
+from benchmarks.draft_ties import recording, score_partings
 from benchmarks.spec_bench import survey_task
 from harness.bench.jobs import JobSpec, run_job
 from harness.bench.runner import select_tasks
@@ -37,8 +38,14 @@ def _task(name: str) -> WorkloadTask:
 
 
 # A few tasks of the full comparison (python -m benchmarks.draft_bench --workload all
-# --policies gold oracle, committed under benchmarks/results/draft/lossless/): a fan-out
+# --policies gold oracle, committed under benchmarks/results/draft/lossless-all/): a fan-out
 # window under F and P, the model choosing, a chain under the oracle, a mixed task.
+#
+# Lossless means: every generation emits the undrafted engine's tokens, or the two part at a
+# numerical tie — two candidates whose raw logits are within 2 bfloat16 steps, where the
+# verification pass's rounding can swap them (benchmarks.draft_ties scores it). Ties are not
+# reproducible from run to run: two *undrafted* engines part as often (ties-all-control), so
+# the test scores each parting instead of expecting one run's exact tokens.
 @pytest.mark.parametrize(
     ("name", "label", "policy"),
     [
@@ -46,19 +53,7 @@ def _task(name: str) -> WorkloadTask:
         ("survey-3", "P", "gold"),
         ("survey-3", "F", "model"),
         ("chain-00", "F", "oracle"),
-        pytest.param(
-            "mixed-00",
-            "F",
-            "gold",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a known, reproducible parting (issue 28): at turn 6 the window engine "
-                "spells the same forced text in 49 tokens, the plain engine in 48. Scored by "
-                "benchmarks.draft_ties (benchmarks/results/draft/ties-mixed00): a numerical "
-                "tie, 'se' against 's' with equal raw logits (20.25 and 20.25); kept strict so "
-                "a change in it is seen",
-            ),
-        ),
+        ("mixed-00", "F", "gold"),
     ],
 )
 async def test_the_window_proposer_generates_the_same_tokens_and_drafts_them(
@@ -67,13 +62,20 @@ async def test_the_window_proposer_generates_the_same_tokens_and_drafts_them(
     manifest = load_workspace_manifest()
     task = _task(name)
     spec = JobSpec.from_label(label, policy=policy, latency_s=0.0, max_tokens=96)
-    plain: dict[str, Any] = await run_job(real_engine, task, spec, manifest)
+    with recording(real_engine) as undrafted:
+        plain: dict[str, Any] = await run_job(real_engine, task, spec, manifest)
     before = window_engine.draft_stats
-    drafted: dict[str, Any] = await run_job(window_engine, task, spec, manifest)
+    with recording(window_engine) as drafted_runs:
+        drafted: dict[str, Any] = await run_job(window_engine, task, spec, manifest)
     stats = window_engine.draft_stats - before
-    assert _signature(drafted) == _signature(plain)
+    partings, same = await score_partings(real_engine, undrafted, drafted_runs)
+    assert [p for p in partings if p["verdict"] != "tie"] == [], "a parting that is no tie"
+    assert same >= 1  # generations were compared token by token
+    assert all(t["token_digest"] for t in drafted["turns"])  # token ids compared, not counts
+    if not partings:
+        assert same == len(drafted_runs)
+        assert _signature(drafted) == _signature(plain)
     assert stats.drafts > 0
     assert stats.accepted_tokens > 0
-    assert all(t["token_digest"] for t in drafted["turns"])  # token ids compared, not counts
     if policy == "gold" and name.startswith("survey-"):
         assert stats.tokens_per_step > 2.0  # the window's text is drafted, not generated
