@@ -242,6 +242,12 @@ def _shape(row: dict[str, Any]) -> str:
     return str(row["n"]) if row["n"] else str(row["task_id"]).rsplit("-", 1)[0]
 
 
+def _in_order(group: tuple[tuple[Any, ...], Any]) -> tuple[Any, ...]:
+    """Report order: policy, arm, K, then survey sizes by number (2 before 10), then kinds."""
+    (policy, arm, k, n), _ = group
+    return (policy, arm, k, (0, int(n), "") if n.isdigit() else (1, 0, n))
+
+
 def summarise(rows: Sequence[dict[str, Any]]) -> str:
     """The report: per (policy, arm, K, n), median wall and decode tokens/s per proposer,
     ratios to ``none``, acceptance, and lossless mismatches."""
@@ -274,7 +280,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> str:
         "accepted / drafted | tokens per step |",
         "|---|---|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
-    for (policy, arm, k, n), by in sorted(groups.items()):
+    for (policy, arm, k, n), by in sorted(groups.items(), key=_in_order):
         base = by.get("none")
         base_wall = statistics.median(r["wall_s"] for r in base) if base else None
         for proposer in PROPOSERS:
@@ -310,7 +316,7 @@ def _against_p(groups: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]]) -
     """Issue 28's goal lines: F+spec's median wall with each proposer over P's undrafted
     wall and over P's wall with the same proposer, per (policy, K, n)."""
     lines: list[str] = []
-    for (policy, arm, k, n), by in sorted(groups.items()):
+    for (policy, arm, k, n), by in sorted(groups.items(), key=_in_order):
         p_runs = groups.get((policy, "P", k, n), {})
         if arm != "F+spec" or not p_runs.get("none"):
             continue

@@ -140,6 +140,33 @@ def test_the_report_prices_f_spec_against_p_and_lists_each_mismatch() -> None:
     assert "- survey-n6-k0 F+spec gold K=1 rep 0 window: turn 1" in text
 
 
+def test_the_report_orders_survey_sizes_by_number_then_workload_kinds() -> None:
+    from benchmarks.draft_bench import summarise
+
+    def row(n: int, task_id: str) -> dict[str, Any]:
+        return {
+            "policy": "gold",
+            "arm": "F",
+            "K": 8,
+            "n": n,
+            "rep": 0,
+            "task_id": task_id,
+            "proposer": "none",
+            "wall_s": 1.0,
+            "decode_s": 1.0,
+            "generated_tokens": 10,
+            "drafts": 0,
+            "draft_tokens": 0,
+            "accepted_tokens": 0,
+            "signature": _signature(_job(["d"], [("read_doc", "{}")])),
+        }
+
+    rows = [row(10, "survey-n10-k0"), row(0, "mixed-03"), row(2, "survey-n2-k0")]
+    rows.append(row(0, "chain-01"))
+    shapes = [line.split(" | ")[3] for line in summarise(rows).splitlines()[2:6]]
+    assert shapes == ["2", "10", "chain", "mixed"]
+
+
 def test_each_cell_meets_every_proposer_back_to_back_in_a_rotated_order() -> None:
     import argparse
 
