@@ -8,6 +8,8 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from benchmarks.draft_bench import _signature, first_difference
 from benchmarks.draft_ties import bf16_ulp, classify, parting
 from harness.engines.base import token_digest
@@ -76,6 +78,7 @@ class _ScriptedScorer:
 
 
 def test_score_partings_scores_the_first_differing_token_and_tells_a_tie_from_a_suspect() -> None:
+    pytest.importorskip("vllm", reason="the scoring request is built with vLLM's types")
     from benchmarks.draft_ties import score_partings
 
     # Three chats. Chat A: the same tokens. Chat B: parts at index 1 (tokens 7 vs 8) where
