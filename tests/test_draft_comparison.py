@@ -147,22 +147,7 @@ def test_the_report_orders_survey_sizes_by_number_then_workload_kinds() -> None:
     from benchmarks.draft_bench import summarise
 
     def row(n: int, task_id: str) -> dict[str, Any]:
-        return {
-            "policy": "gold",
-            "arm": "F",
-            "K": 8,
-            "n": n,
-            "rep": 0,
-            "task_id": task_id,
-            "proposer": "none",
-            "wall_s": 1.0,
-            "decode_s": 1.0,
-            "generated_tokens": 10,
-            "drafts": 0,
-            "draft_tokens": 0,
-            "accepted_tokens": 0,
-            "signature": _signature(_job(["d"], [("read_doc", "{}")])),
-        }
+        return _stored_row({"policy": "gold", "K": 8, "n": n, "rep": 0}, "F", "none", task_id)
 
     rows = [row(10, "survey-n10-k0"), row(0, "mixed-03"), row(2, "survey-n2-k0")]
     rows.append(row(0, "chain-01"))
