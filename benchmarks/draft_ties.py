@@ -63,6 +63,12 @@ __all__ = (
 
 DEFAULT_OUT = Path("benchmarks/results/draft/ties")
 
+TIE_ULPS = 2.0
+"""Two raw logits at most this many bfloat16 steps apart are a tie (the default)."""
+
+SCORER_SETTINGS: Mapping[str, Any] = {"max_logprobs": -1, "logprobs_mode": "raw_logits"}
+"""The engine arguments ``score_partings``'s scorer needs (every token's raw logit)."""
+
 
 def parting(a: Sequence[int], b: Sequence[int]) -> int | None:
     """The first index where two token sequences differ (``None`` if equal)."""
@@ -91,9 +97,11 @@ Generations = list[tuple[list[int], list[int]]]
 
 @contextmanager
 def recording(engine: VLLMEngine) -> Iterator[Generations]:
-    """Record each completion ``engine`` finishes while the block runs (restored after)."""
+    """Record each completion ``engine`` finishes while the block runs (restored after; a
+    recorder inside another's block feeds both)."""
     seen: Generations = []
-    inner = VLLMEngine._completion.__get__(engine)  # not an earlier block's recorder
+    wrapped = "_completion" in vars(engine)  # another recorder's, not the class's method
+    inner = engine._completion
 
     def completion(final: Any, *args: Any, **kwargs: Any) -> Any:
         seen.append(
@@ -105,7 +113,10 @@ def recording(engine: VLLMEngine) -> Iterator[Generations]:
     try:
         yield seen
     finally:
-        engine._completion = inner  # type: ignore[method-assign]
+        if wrapped:
+            engine._completion = inner  # type: ignore[method-assign]
+        else:
+            del engine._completion  # the class's method again
 
 
 async def _score(
@@ -148,7 +159,7 @@ async def score_partings(
     scorer: VLLMEngine,
     undrafted: Generations,
     drafted: Generations,
-    tie_ulps: float = 2.0,
+    tie_ulps: float = TIE_ULPS,
     *,
     log: bool = False,
 ) -> tuple[list[dict[str, Any]], int]:
@@ -191,10 +202,6 @@ async def score_partings(
         if log:
             print(json.dumps(row), file=sys.stderr, flush=True)
     return rows, same
-
-
-SCORER_SETTINGS: Mapping[str, Any] = {"max_logprobs": -1, "logprobs_mode": "raw_logits"}
-"""The engine arguments ``score_partings``'s scorer needs (every token's raw logit)."""
 
 
 def selected_tasks(
@@ -329,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--tie-ulps",
         type=float,
-        default=2.0,
+        default=TIE_ULPS,
         metavar="N",
         help="a parting whose two raw logits are at most N bfloat16 steps apart is a "
         "numerical tie (default 2)",

@@ -103,6 +103,28 @@ def test_score_partings_scores_the_first_differing_token_and_tells_a_tie_from_a_
     assert [r["verdict"] for r in rows] == ["suspect"]
 
 
+def test_recording_feeds_nested_recorders_and_restores_the_engines_own_method() -> None:
+    from benchmarks.draft_ties import recording
+
+    class _Engine:  # a stand-in with the engine's completion hook (unit test double)
+        def _completion(self, final: Any) -> str:
+            return "done"
+
+    def final(prompt: list[int], out: list[int]) -> Any:
+        return SimpleNamespace(prompt_token_ids=prompt, outputs=[SimpleNamespace(token_ids=out)])
+
+    engine = _Engine()
+    with recording(engine) as outer:  # type: ignore[arg-type]
+        assert engine._completion(final([1], [2])) == "done"
+        with recording(engine) as inner:  # type: ignore[arg-type]
+            engine._completion(final([3], [4]))
+        engine._completion(final([5], [6]))
+    engine._completion(final([7], [8]))
+    assert outer == [([1], [2]), ([3], [4]), ([5], [6])]
+    assert inner == [([3], [4])]
+    assert "_completion" not in vars(engine)  # the class's method, no recorder left behind
+
+
 def test_the_report_prices_f_spec_against_p_and_lists_each_mismatch() -> None:
     from benchmarks.draft_bench import summarise
 
