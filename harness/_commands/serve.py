@@ -192,9 +192,9 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
             "its own (vllm serve --kv-cache-memory-bytes ...): drop one of them."
         )
     if args.upstream:
-        from harness.engines.openai_http import OpenAIHTTPEngine
+        from harness.proxy.upstream import UpstreamEngine
 
-        async with OpenAIHTTPEngine(
+        async with UpstreamEngine(
             args.upstream,
             args.model or "default",
             api_key=key or "",

@@ -91,6 +91,7 @@ from harness.proxy.responses_api import ResponsesApi
 from harness.proxy.restore import Restoration, restore_serial
 from harness.proxy.store import Pending, WindowStore
 from harness.proxy.streaming import stream_pass_through
+from harness.proxy.upstream import choice_plan
 from harness.proxy.wire import wire_endpoint
 from harness.task import Task
 from harness.tools import Toolset
@@ -294,18 +295,27 @@ class ProxyService:
             raise BadRequest("X-Harness-Inputs must be a JSON object.", param="X-Harness-Inputs")
         return inputs
 
+    @staticmethod
+    def _arm(request: ChatRequest, header: str | None, *, serial: bool) -> str:
+        """``F`` or ``S``: the client's choice, ``S`` when it wants at most one call per
+        response (``parallel_tool_calls: false``), sends no tools, or ``serial`` (its
+        ``tool_choice`` is served serially: :mod:`harness.proxy.upstream`)."""
+        arm = header or request.arm or "F"
+        if arm not in ("S", "F"):
+            raise BadRequest(
+                "X-Harness-Arm must be 'S' (pass-through) or 'F'.", param="X-Harness-Arm"
+            )
+        if request.parallel_tool_calls is False or not request.tools or serial:
+            return "S"
+        return arm
+
     async def complete(self, request: ChatRequest, headers: Mapping[str, str]) -> Served:
         """Answer one checked request: the response (a body, or the chunks of a streamed
         pass-through) and the X-Harness headers."""
         skill = self._skill(request, headers.get("x-harness-skill"))
         inputs = self._inputs(request, headers.get("x-harness-inputs"))
-        arm = headers.get("x-harness-arm") or request.arm or "F"
-        if arm not in ("S", "F"):
-            raise BadRequest(
-                "X-Harness-Arm must be 'S' (pass-through) or 'F'.", param="X-Harness-Arm"
-            )
-        if request.parallel_tool_calls is False or not request.tools:
-            arm = "S"  # at most one call per response: the client asked for it
+        plan = choice_plan(request.tool_choice, self.engine, self.config.upstream)
+        arm = self._arm(request, headers.get("x-harness-arm"), serial=plan.serial)
         tools_key, toolset = self._toolset(request.tools)
         if skill is not None:
             missing = sorted({t for p in skill.phases for t in p.tools} - set(toolset))
@@ -326,17 +336,22 @@ class ProxyService:
         self._report(restoration, name)
         missing_inputs = self._without_inputs(skill, inputs) if arm == "F" and skill else None
         notes = [missing_inputs] if missing_inputs else []
+        if plan.note is not None and request.tools:
+            notes.append(plan.note)
         # The upstream is a serial model: arm F asks it for one call per turn; a pass-through
         # asks for what the client asked.
         native = arm == "S" and request.parallel_tool_calls is True
         unsent = request.settings.unsent
         if arm == "F":  # the proxy's own setting: a serial upstream, one call per turn
             unsent = unsent - {"parallel_tool_calls"}
+        if plan.forward is None:  # never "auto" in place of what the client asked
+            unsent = unsent | {"tool_choice"}
         settings = replace(
             request.settings,
             parallel_tool_calls=native,
             model=self.config.upstream_model or request.model or None,
             unsent=unsent,
+            tool_choice=plan.forward,
         )
         task = Task(
             id=run_id,
@@ -362,8 +377,12 @@ class ProxyService:
         brought = window.calls if window is not None and window.last else ()
         digest = history_digest(restoration.messages, result_ids(restoration.messages, brought))
         conversation = self.conversations.claim(digest)
-        if conversation is not None and dict(conversation.task.inputs) != inputs:
-            conversation.scope.cancel()  # the inputs changed (read from a new result): restart
+        if conversation is not None and (
+            dict(conversation.task.inputs) != inputs
+            or conversation.tool_choice != settings.tool_choice
+        ):
+            # the inputs changed (read from a new result) or the tool_choice did: restart
+            conversation.scope.cancel()
             conversation = None
         kind: Kind = "absorb" if brought else "serial"
         fresh = conversation is None or not self._deliver(conversation, restoration)

@@ -304,6 +304,8 @@ class Conversation:
     ) -> None:
         self.task = task
         self.run_id = task.id
+        #: The client's ``tool_choice`` the run generates under (:mod:`harness.proxy.upstream`).
+        self.tool_choice = getattr(config.generation, "tool_choice", None)
         #: What the conversation's windows' minted ids derive from (default: the run id).
         self.name = task.id
         self.meter = Meter(max_generations)

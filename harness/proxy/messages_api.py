@@ -4,8 +4,10 @@ translation to and from the chat-completions form (:mod:`harness.proxy.wire`).
 Request fields honoured: ``model``, ``max_tokens`` (required, as in that API), ``system`` (a
 string or text blocks), ``messages`` (``user`` / ``assistant``, content a string or blocks:
 ``text``, ``tool_use``, ``tool_result`` with string or text-block content and ``is_error``),
-``tools`` (``name``, ``description``, ``input_schema``), ``tool_choice`` (``auto``, with
-``disable_parallel_tool_use`` — the Messages API's ``parallel_tool_calls: false``),
+``tools`` (``name``, ``description``, ``input_schema``), ``tool_choice`` (``auto``, ``any``
+as Chat Completions' ``required``, ``tool`` as a named function, ``none``: served as
+:mod:`harness.proxy.upstream` says; with ``disable_parallel_tool_use`` — the Messages API's
+``parallel_tool_calls: false``),
 ``temperature``, ``top_p`` (1), ``stop_sequences``, ``stream``, ``metadata`` and the
 harness's own ``harness_skill`` / ``harness_inputs`` / ``harness_arm``. ``cache_control`` on
 a block is accepted and has no effect. An assistant turn's ``tool_use`` blocks are one
@@ -17,8 +19,8 @@ text blocks follow them as one user message.
 
 Unsupported, each a 400 in Anthropic's error body
 (``{"type": "error", "error": {"type": "invalid_request_error", "message": ...}}``):
-images, documents, thinking blocks, server tools, ``tool_choice`` ``any``, ``tool`` or
-``none``, ``top_k``, unknown fields.
+images, documents, thinking blocks, server tools, another ``tool_choice``, ``top_k``,
+unknown fields.
 
 The output is a ``message``: a ``text`` block when the model wrote text, one ``tool_use``
 block per call (``id`` is the id the proxy minted for a window's call, ``input`` the parsed
@@ -228,6 +230,26 @@ def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: Anthropic's ``tool_choice`` types as Chat Completions' values (``tool``: a named function).
+_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
+
+
+def _tool_choice(choice: Any) -> Any:
+    """Anthropic's ``tool_choice`` (``{"type": "auto" | "any" | "none" | "tool", "name"}``;
+    the bare strings too) in Chat Completions' spelling."""
+    kind = choice.get("type") if isinstance(choice, dict) else choice
+    if isinstance(kind, str) and kind in _CHOICES:
+        return _CHOICES[kind]
+    if kind == "tool" and isinstance(choice, dict) and isinstance(choice.get("name"), str):
+        return {"type": "function", "function": {"name": choice["name"]}}
+    raise BadRequest(
+        "tool_choice must be {'type': 'auto'}, {'type': 'any'}, {'type': 'none'} or "
+        "{'type': 'tool', 'name': ...} (each with disable_parallel_tool_use if you want one "
+        f"call per turn); got {json.dumps(choice, default=str)[:80]}.",
+        param="tool_choice",
+    )
+
+
 def chat_body(body: Any) -> dict[str, Any]:
     """A Messages request body as the equivalent chat-completions body."""
     if not isinstance(body, dict):
@@ -249,14 +271,8 @@ def chat_body(body: Any) -> dict[str, Any]:
     chat["max_tokens"] = body["max_tokens"]
     choice = body.get("tool_choice")
     if choice is not None:
-        if not isinstance(choice, dict) or choice.get("type") != "auto":
-            kind = choice.get("type") if isinstance(choice, dict) else choice
-            raise BadRequest(
-                f"tool_choice {kind!r} is not supported; omit it or send {{'type': 'auto'}} "
-                "(with disable_parallel_tool_use if you want one call per turn).",
-                param="tool_choice",
-            )
-        if choice.get("disable_parallel_tool_use"):
+        chat["tool_choice"] = _tool_choice(choice)
+        if isinstance(choice, dict) and choice.get("disable_parallel_tool_use"):
             chat["parallel_tool_calls"] = False
     stop = body.get("stop_sequences")
     if stop is not None:

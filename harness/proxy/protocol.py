@@ -3,7 +3,9 @@ stream chunks and error bodies out.
 
 :func:`parse_request` checks a request body and says exactly what is wrong (an
 :class:`BadRequest`, a 400 with OpenAI's error body). Fields the proxy honours: ``model``,
-``messages``, ``tools``, ``tool_choice`` (``"auto"``), ``parallel_tool_calls``,
+``messages``, ``tools``, ``tool_choice`` (``"auto"``, ``"none"``, ``"required"``, a named
+function or another object: :mod:`harness.proxy.upstream` says how each is served),
+``parallel_tool_calls``,
 ``temperature``, ``max_tokens`` / ``max_completion_tokens``, ``seed``, ``stop``, ``stream``,
 ``stream_options.include_usage``, ``n`` (1), ``user`` and ``metadata`` (recorded nowhere,
 harmless), and the harness's own ``harness_skill``, ``harness_inputs`` and ``harness_arm``
@@ -25,6 +27,7 @@ from typing import Any
 
 from harness.engines.base import GenerationSettings, Message, ToolSpec, Usage
 from harness.errors import ConfigError
+from harness.proxy.upstream import ProxySettings
 
 __all__ = (
     "BadRequest",
@@ -93,13 +96,15 @@ class ChatRequest:
     model: str
     messages: list[Message]
     tools: list[ToolSpec]
-    settings: GenerationSettings
+    settings: ProxySettings
     parallel_tool_calls: bool | None = None
     stream: bool = False
     include_usage: bool = False
     skill: str | None = None
     inputs: Mapping[str, Any] | None = None
     arm: str | None = None
+    #: The client's ``tool_choice`` (served by :func:`~harness.proxy.upstream.choice_plan`).
+    tool_choice: str | dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -170,7 +175,7 @@ def _tools(body: Mapping[str, Any]) -> list[ToolSpec]:
     return tools
 
 
-def _settings(body: Mapping[str, Any]) -> GenerationSettings:
+def _settings(body: Mapping[str, Any]) -> ProxySettings:
     stop = body.get("stop")
     stops: tuple[str, ...] = ()
     if isinstance(stop, str):
@@ -194,7 +199,7 @@ def _settings(body: Mapping[str, Any]) -> GenerationSettings:
     unsent = {key for key in _FORWARDED if key not in sent}
     if max_tokens is not None:
         unsent.discard("max_tokens")
-    return GenerationSettings(
+    return ProxySettings(
         max_tokens=max_tokens or GenerationSettings.max_tokens,
         temperature=temperature if temperature is not None else 0.0,
         seed=seed,
@@ -227,12 +232,7 @@ def parse_request(body: Any, *, max_messages: int) -> ChatRequest:
             f"'n'={n!r}: this proxy returns one choice per request; send n=1 or omit it.",
             param="n",
         )
-    choice = body.get("tool_choice")
-    if choice is not None and choice != "auto":
-        raise BadRequest(
-            f"'tool_choice'={choice!r} is not supported; omit it or send 'auto'.",
-            param="tool_choice",
-        )
+    choice = _tool_choice(body.get("tool_choice"))
     model = body.get("model", "")
     if not isinstance(model, str):
         raise BadRequest("'model' must be a string.", param="model")
@@ -259,7 +259,34 @@ def parse_request(body: Any, *, max_messages: int) -> ChatRequest:
         skill=skill,
         inputs=inputs,
         arm=arm,
+        tool_choice=choice,
     )
+
+
+def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
+    """The client's ``tool_choice`` checked for its shape (what it asks is served by
+    :func:`~harness.proxy.upstream.choice_plan`): ``"auto"``, ``"none"``, ``"required"``, a
+    named function, or another object with a ``type`` (passed on as sent)."""
+    if choice is None or choice in ("auto", "none", "required"):
+        return choice  # type: ignore[no-any-return]
+    if not isinstance(choice, dict) or not isinstance(choice.get("type"), str):
+        raise BadRequest(
+            f"'tool_choice' must be 'auto', 'none', 'required' or an object such as "
+            f"{{'type': 'function', 'function': {{'name': ...}}}}; got {_short(choice)}.",
+            param="tool_choice",
+        )
+    if choice["type"] == "function":
+        function = choice.get("function")
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise BadRequest(
+                "'tool_choice' of type 'function' needs {'function': {'name': ...}}.",
+                param="tool_choice",
+            )
+    return choice
+
+
+def _short(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)[:80]
 
 
 def error_body(

@@ -6,7 +6,8 @@ role ``user``/``system``/``developer``/``assistant`` and string or ``input_text`
 ``output_text`` content, ``function_call`` items, ``function_call_output`` items),
 ``instructions`` (the system message), ``tools`` (function tools, flat
 ``{"type": "function", "name", "description", "parameters", "strict"}``), ``tool_choice``
-(``"auto"``), ``parallel_tool_calls``, ``max_output_tokens``, ``temperature``, ``top_p``
+(``"auto"``, ``"none"``, ``"required"``, ``{"type": "function", "name"}``, ``allowed_tools``:
+served as :mod:`harness.proxy.upstream` says), ``parallel_tool_calls``, ``max_output_tokens``, ``temperature``, ``top_p``
 (1), ``stream``, ``metadata``, ``user``, ``store`` (``false``: the proxy keeps nothing),
 ``include`` (empty), ``text`` (plain text format), ``truncation`` (``"disabled"``) and the
 harness's own ``harness_skill`` / ``harness_inputs`` / ``harness_arm``. Consecutive
@@ -17,7 +18,7 @@ message with several calls — a flattened window comes back that way and is res
 Unsupported, each a 400 that says so: ``previous_response_id`` and ``conversation`` (the
 proxy stores no responses: send the whole conversation in ``input``), ``store: true``,
 items or content parts other than the above (images, files, reasoning, item references),
-tools other than functions, any other ``tool_choice``, and unknown fields.
+tools other than functions, and unknown fields.
 
 The output is a ``response`` object: a ``message`` item with ``output_text`` when the model
 wrote text, one ``function_call`` item per call (``call_id`` is the id the proxy minted for a
@@ -47,7 +48,6 @@ __all__ = ("ResponsesApi", "chat_body")
 #: Fields taken over as they are into the chat request (checked there).
 _SHARED = (
     "model",
-    "tool_choice",
     "parallel_tool_calls",
     "temperature",
     "top_p",
@@ -60,6 +60,7 @@ _SHARED = (
 _KNOWN = frozenset(
     {
         *_SHARED,
+        "tool_choice",
         "input",
         "instructions",
         "tools",
@@ -222,6 +223,30 @@ def _unsupported(body: Mapping[str, Any]) -> None:
         raise BadRequest("'truncation' may only be 'disabled'.", param="truncation")
 
 
+def _function(tool: Any) -> Any:
+    """A Responses function reference ``{"type": "function", "name"}`` in Chat Completions'
+    spelling (anything else as it is)."""
+    if isinstance(tool, dict) and tool.get("type") == "function" and "function" not in tool:
+        return {"type": "function", "function": {"name": tool.get("name")}}
+    return tool
+
+
+def _tool_choice(choice: Any) -> Any:
+    """The Responses ``tool_choice`` in Chat Completions' spelling: the strings as they are,
+    ``{"type": "function", "name"}`` as a named function, ``allowed_tools`` with its tools
+    named the chat way; any other object as sent (checked in the chat request)."""
+    if not isinstance(choice, dict):
+        return choice
+    if choice.get("type") == "function":
+        return _function(choice)
+    if choice.get("type") == "allowed_tools":
+        rest = {k: v for k, v in choice.items() if k != "type"}
+        if isinstance(rest.get("tools"), list):
+            rest["tools"] = [_function(t) for t in rest["tools"]]
+        return {"type": "allowed_tools", "allowed_tools": rest}
+    return choice
+
+
 def chat_body(body: Any) -> dict[str, Any]:
     """A Responses request body as the equivalent chat-completions body."""
     if not isinstance(body, dict):
@@ -232,6 +257,8 @@ def chat_body(body: Any) -> dict[str, Any]:
     tools = _tools(body)
     if tools:
         chat["tools"] = tools
+    if body.get("tool_choice") is not None:
+        chat["tool_choice"] = _tool_choice(body["tool_choice"])
     if body.get("max_output_tokens") is not None:
         chat["max_tokens"] = body["max_output_tokens"]
     if body.get("stream") is not None:
