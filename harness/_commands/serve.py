@@ -89,6 +89,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--max-messages", type=int, default=2048, help="messages per request limit")
     parser.add_argument(
+        "--max-depth",
+        type=int,
+        default=64,
+        metavar="N",
+        help="how deeply a request's JSON may nest — its body, X-Harness-Inputs, a call's "
+        "arguments (default 64); deeper is a 400 in the API's own error shape, as are "
+        "integers over 1000 digits, NaN/Infinity and lone surrogates (\\ud800)",
+    )
+    parser.add_argument(
         "--max-generations",
         type=int,
         default=40,
@@ -255,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
         api_key=api_key,
         max_body_bytes=args.max_body_bytes,
         max_messages=args.max_messages,
+        max_depth=args.max_depth,
         max_generations=args.max_generations,
         conversations_capacity=args.conversations,
         idle_s=args.idle_timeout,
@@ -264,6 +274,11 @@ def run(args: argparse.Namespace) -> int:
         upstream_model=args.model if args.upstream else None,
     )
     config.check()
+    if args.max_depth < 2:
+        raise ConfigError(
+            f"--max-depth must be >= 2 (a request body is an object holding lists), got "
+            f"{args.max_depth}."
+        )
     if args.max_generations < 1 or args.conversations < 0 or args.idle_timeout <= 0:
         raise ConfigError(
             f"--max-generations must be >= 1, --conversations >= 0 and --idle-timeout > 0; "

@@ -60,6 +60,7 @@ from harness.ledger import Ledger, UnrestoredRecord
 from harness.loop.config import LoopConfig
 from harness.loop.state import RunState
 from harness.manifest import Manifest, Skill
+from harness.proxy.chat_api import ChatApi
 from harness.proxy.conversation import (
     Conversation,
     Conversations,
@@ -76,6 +77,7 @@ from harness.proxy.conversation import (
 )
 from harness.proxy.effects_file import toolset_for
 from harness.proxy.ids import CallIds
+from harness.proxy.limits import Limits, decode_json
 from harness.proxy.messages_api import MessagesApi
 from harness.proxy.overhead import Kind, Overheads
 from harness.proxy.positions import PositionCache, history_calls, replay
@@ -84,8 +86,6 @@ from harness.proxy.protocol import (
     ChatRequest,
     chat_response,
     error_body,
-    parse_request,
-    stream_chunks,
 )
 from harness.proxy.responses_api import ResponsesApi
 from harness.proxy.restore import Restoration, restore_serial
@@ -101,7 +101,7 @@ try:
     from starlette.datastructures import Headers
     from starlette.middleware import Middleware
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.responses import JSONResponse, Response
     from starlette.routing import BaseRoute, Route
     from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -152,6 +152,8 @@ class ProxyConfig:
     ``max_messages``: request limits. ``store_capacity``: windows the bounded store keeps.
     ``positions_capacity``: replayed phase positions kept (:mod:`harness.proxy.positions`;
     0: replay every request's whole history).
+    ``max_depth``: how deeply a request's JSON (its body, ``X-Harness-Inputs``, a call's
+    arguments) may nest (:mod:`harness.proxy.limits`).
     ``max_generations``: upstream generations one request may fold in. ``secret``: the key of
     the minted call ids (default: random per server). ``secrets_to_hide``: strings never
     echoed in an error (the upstream's key). ``model``: the name ``/v1/models`` lists.
@@ -179,6 +181,12 @@ class ProxyConfig:
     upstream_model: str | None = None
     conversations_capacity: int = 1024
     idle_s: float = 900.0
+    max_depth: int = 64
+
+    @property
+    def limits(self) -> Limits:
+        """What the edge accepts of a client's JSON (:mod:`harness.proxy.limits`)."""
+        return Limits(max_depth=self.max_depth)
 
     def check(self) -> None:
         """Refuse, with one sentence, a configuration that cannot certify what it was given
@@ -257,7 +265,7 @@ class ProxyService:
             return None
         if name not in manifest.skills:
             raise BadRequest(
-                f"Unknown skill {name!r}; the manifest {manifest.source} has: "
+                f"Unknown skill {name!r}; this server's manifest has: "
                 f"{', '.join(sorted(manifest.skills))}.",
                 param="harness_skill",
             )
@@ -281,16 +289,12 @@ class ProxyService:
             self._toolsets.move_to_end(key)
         return key, toolset
 
-    @staticmethod
-    def _inputs(request: ChatRequest, header: str | None) -> dict[str, Any]:
+    def _inputs(self, request: ChatRequest, header: str | None) -> dict[str, Any]:
         if header is None:
             return dict(request.inputs or {})
-        try:
-            inputs = json.loads(header)
-        except ValueError as exc:
-            raise BadRequest(
-                f"X-Harness-Inputs is not valid JSON: {exc}.", param="X-Harness-Inputs"
-            ) from None
+        inputs = decode_json(
+            header, what="X-Harness-Inputs", limits=self.config.limits, param="X-Harness-Inputs"
+        )
         if not isinstance(inputs, dict):
             raise BadRequest("X-Harness-Inputs must be a JSON object.", param="X-Harness-Inputs")
         return inputs
@@ -693,73 +697,9 @@ async def _health(service: ProxyService) -> JSONResponse:
     return JSONResponse({**body, "upstream_status": "ok"})
 
 
-def _log_request(
-    service: ProxyService, request: Request, response: Response, started: float
-) -> None:
-    """One ``request`` event (shown with ``harness -v serve``): the kind, the arm, the window
-    returned, upstream generations, the status and the time."""
-    headers = response.headers
-    _log.info(
-        "request",
-        path=request.url.path,
-        status=response.status_code,
-        kind=getattr(request.state, "kind", None),
-        arm=headers.get("x-harness-arm"),
-        window=int(headers.get("x-harness-window", "0")),
-        generations=int(headers.get("x-harness-generations", "0")),
-        restored=int(headers.get("x-harness-restored", "0")),
-        upstream=service.config.upstream,
-        wall_s=round(time.perf_counter() - started, 4),
-    )
-
-
 def _header_text(text: str) -> str:
     """A header value: latin-1 safe, one line, bounded."""
     return text.encode("latin-1", "replace").decode("latin-1").replace("\n", " ")[:1000]
-
-
-def _respond(
-    service: ProxyService, served: Served, parsed: ChatRequest, started: tuple[float, float]
-) -> Response:
-    """The response of an answered request (JSON, or server-sent events for ``stream``), its
-    overhead counted (:mod:`harness.proxy.overhead`)."""
-    if served.chunks is not None:
-        return StreamingResponse(
-            _measured(service, served, started),
-            media_type="text/event-stream",
-            headers=served.headers,
-        )
-    assert served.body is not None
-    response: Response
-    if parsed.stream:
-        response = StreamingResponse(
-            iter(list(stream_chunks(served.body, include_usage=parsed.include_usage))),
-            media_type="text/event-stream",
-            headers=served.headers,
-        )
-    else:
-        response = JSONResponse(served.body, headers=served.headers)
-    meter = served.meter
-    service.overheads.add(
-        served.kind,
-        time.perf_counter() - started[0] - meter.upstream_s,
-        time.thread_time() - started[1] - meter.upstream_cpu_s,
-    )
-    return response
-
-
-async def _measured(
-    service: ProxyService, served: Served, started: tuple[float, float]
-) -> AsyncIterator[str]:
-    """A token stream's chunks; its overhead is the proxy's time before the first chunk and
-    between chunks, less the upstream's (the time the client takes is not counted)."""
-    assert served.chunks is not None
-    meter = served.meter
-    wall = time.perf_counter() - started[0] - meter.upstream_s
-    cpu = time.thread_time() - started[1] - meter.upstream_cpu_s
-    async for chunk in served.chunks:
-        yield chunk
-    service.overheads.add(served.kind, wall + meter.proxy_s, cpu + meter.proxy_cpu_s)
 
 
 def build_app(
@@ -778,56 +718,8 @@ def build_app(
     service = ProxyService(engine, config or ProxyConfig(), ledger)
     cfg = service.config
 
-    def error(
-        status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None
-    ) -> JSONResponse:
-        return JSONResponse(
-            error_body(service.hide(message), kind=kind, param=param), status_code=status
-        )
-
-    async def chat(request: Request) -> Response:
-        started = time.perf_counter(), time.thread_time()
-        response = await answer_chat(request, started)
-        _log_request(service, request, response, started[0])
-        return response
-
-    async def answer_chat(request: Request, started: tuple[float, float]) -> Response:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
-            return error(
-                413,
-                f"Request body of {int(declared):,} bytes is over this server's limit of {cfg.max_body_bytes:,} bytes.",
-            )
-        raw = b""
-        async for piece in request.stream():
-            raw += piece
-            if len(raw) > cfg.max_body_bytes:
-                return error(
-                    413,
-                    f"Request body is over this server's limit of {cfg.max_body_bytes:,} bytes.",
-                )
-        try:
-            decoded = json.loads(raw)
-        except ValueError as exc:
-            return error(400, f"The request body is not valid JSON: {exc}.")
-        try:
-            parsed = parse_request(decoded, max_messages=cfg.max_messages)
-            served = await service.complete(parsed, request.headers)
-        except BadRequest as bad:
-            return error(bad.status, bad.message, param=bad.param)
-        except EngineError as exc:
-            message = f"The upstream ({cfg.upstream}) failed: {exc}"
-            _log.warning(
-                "upstream_failed",
-                upstream=cfg.upstream,
-                error=type(exc).__name__,
-                detail=service.hide(message),
-            )
-            return error(502, message, kind="upstream_error")
-        except HarnessError as exc:
-            return error(500, f"{type(exc).__name__}: {exc}", kind="server_error")
-        request.state.kind = served.kind
-        return _respond(service, served, parsed, started)
+    def error(status: int, message: str) -> JSONResponse:
+        return JSONResponse(error_body(service.hide(message)), status_code=status)
 
     async def models(request: Request) -> Response:
         return JSONResponse(
@@ -849,8 +741,6 @@ def build_app(
         )
 
     routes: list[BaseRoute] = [
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/chat/completions", chat, methods=["POST"]),
         *_wire_routes(service),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
@@ -868,11 +758,15 @@ def build_app(
 
 
 def _wire_routes(service: ProxyService) -> list[BaseRoute]:
-    """The Responses and Messages APIs: translations to and from the chat request
-    (:mod:`harness.proxy.wire`)."""
+    """The three APIs, one request path each (:func:`~harness.proxy.wire.wire_endpoint`):
+    Chat Completions (the internal form), and the Responses and Messages APIs (translations
+    to and from it)."""
+    chat = wire_endpoint(service, ChatApi())
     responses = wire_endpoint(service, ResponsesApi())
     messages = wire_endpoint(service, MessagesApi())
     return [
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/chat/completions", chat, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/responses", responses, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),

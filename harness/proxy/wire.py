@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from harness._logging import get_logger
 from harness.errors import EngineError, HarnessError
 from harness.proxy.conversation import Meter
+from harness.proxy.limits import Limits, check_arguments, decode_json
 from harness.proxy.overhead import Kind, Overheads
 from harness.proxy.protocol import BadRequest, ChatRequest, parse_request
 
@@ -32,7 +34,16 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         f"(the 'serve' extra: starlette and uvicorn); {exc}"
     ) from exc
 
-__all__ = ("ChatChunk", "WireApi", "chat_chunks", "parse_as_chat", "sse", "wire_endpoint")
+__all__ = (
+    "ChatChunk",
+    "WireApi",
+    "chat_chunks",
+    "check_calls",
+    "error_status",
+    "parse_as_chat",
+    "sse",
+    "wire_endpoint",
+)
 
 _log = get_logger("harness.proxy")
 
@@ -143,10 +154,36 @@ def sse(event: str, data: Mapping[str, Any]) -> str:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def _error_status_kind(exc: Exception, upstream: str) -> tuple[int, str, str]:
+def error_status(exc: Exception, upstream: str) -> tuple[int, str, str]:
+    """The one place a failure becomes an answer: its status, the OpenAI error type and the
+    message. A client's mistake (:class:`~harness.proxy.protocol.BadRequest`) is its own
+    status (4xx); the upstream failing is a 502 naming it; any other harness error (a
+    budget, the stuck guard) a 500 saying what; anything else is a bug in the proxy: a 500
+    that names only the exception's type (its text may hold the server's paths), logged
+    with its traceback."""
+    if isinstance(exc, BadRequest):
+        return exc.status, "invalid_request_error", exc.message
     if isinstance(exc, EngineError):
         return 502, "upstream_error", f"The upstream ({upstream}) failed: {exc}"
-    return 500, "server_error", f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, HarnessError):
+        return 500, "server_error", f"{type(exc).__name__}: {exc}"
+    return (
+        500,
+        "server_error",
+        f"The proxy failed on this request ({type(exc).__name__}); the error is logged "
+        "(logger harness.proxy, event internal_error); please report it.",
+    )
+
+
+def check_calls(request: ChatRequest, limits: Limits) -> None:
+    """Every call's argument string in the history within ``limits`` (it is parsed again
+    behind the edge: :func:`~harness.proxy.limits.check_arguments`)."""
+    for i, message in enumerate(request.messages):
+        for j, call in enumerate(message.get("tool_calls") or ()):
+            arguments = call.get("function", {}).get("arguments")
+            if isinstance(arguments, str) and arguments[:1] in ("{", "["):
+                where = f"messages[{i}].tool_calls[{j}].function.arguments"
+                check_arguments(arguments, what=where, limits=limits, param=where)
 
 
 def wire_endpoint(service: _Service, api: WireApi) -> Callable[[Request], Awaitable[Response]]:
@@ -178,18 +215,14 @@ def wire_endpoint(service: _Service, api: WireApi) -> Callable[[Request], Awaita
                     kind="request_too_large",
                 )
         try:
-            decoded = json.loads(raw)
-        except ValueError as exc:
-            return error(400, f"The request body is not valid JSON: {exc}.")
-        try:
+            decoded = decode_json(raw, what="The request body", limits=cfg.limits)
             parsed = api.parse(decoded, max_messages=cfg.max_messages)
+            check_calls(parsed, cfg.limits)
             served = await service.complete(parsed, request.headers)
             request.state.kind = served.kind
             return _respond(service, api, served, parsed, started)
-        except BadRequest as bad:
-            return error(bad.status, bad.message, param=bad.param)
-        except HarnessError as exc:
-            status, kind, message = _error_status_kind(exc, cfg.upstream)
+        except Exception as exc:  # a cancellation is a BaseException: it goes on
+            status, kind, message = error_status(exc, cfg.upstream)
             if isinstance(exc, EngineError):
                 _log.warning(
                     "upstream_failed",
@@ -197,7 +230,15 @@ def wire_endpoint(service: _Service, api: WireApi) -> Callable[[Request], Awaita
                     error=type(exc).__name__,
                     detail=service.hide(message),
                 )
-            return error(status, message, kind=kind)
+            elif not isinstance(exc, HarnessError):
+                _log.error(
+                    "internal_error",
+                    error=type(exc).__name__,
+                    detail=service.hide(str(exc))[:2000],
+                    traceback=service.hide(traceback.format_exc())[-8000:],
+                )
+            param = exc.param if isinstance(exc, BadRequest) else None
+            return error(status, message, kind=kind, param=param)
 
     async def endpoint(request: Request) -> Response:
         started = time.perf_counter(), time.thread_time()

@@ -1,0 +1,164 @@
+"""The proxy's edge: JSON from a client decoded once, with limits, so nothing behind it sees
+input it cannot handle.
+
+:func:`decode_json` parses a request body (or a JSON header, or a call's argument string)
+and refuses, as a :class:`~harness.proxy.protocol.BadRequest` (a 400 in the route's own
+error shape), what would otherwise fail deep inside the proxy as a 500: nesting deeper than
+:attr:`Limits.max_depth` (Python's parser and every recursive walk after it have a stack),
+a number with more than :attr:`Limits.max_int_digits` digits, ``NaN`` / ``Infinity`` or a
+number too large for a float (JSON has none; the upstream would get invalid JSON), and a
+string holding a lone surrogate such as ``\\ud800`` (it cannot be written as UTF-8, so
+neither the upstream nor a hash could take it). Each message says the fact, the number and
+the fix, and nothing of the server (no path, no Python hint).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.proxy.protocol import BadRequest
+
+__all__ = ("Limits", "check_arguments", "decode_json")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the edge accepts: ``max_depth`` (objects and arrays nested in one another, the
+    body itself the first) and ``max_int_digits`` (digits of one integer)."""
+
+    max_depth: int = 64
+    max_int_digits: int = 1000
+
+
+class _TooManyDigits(Exception):
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+class _NotFinite(Exception):
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _loads(text: str | bytes, limits: Limits) -> Any:
+    """``json.loads`` with the number limits (raises :class:`_TooManyDigits`,
+    :class:`_NotFinite`, ``RecursionError`` or ``ValueError``)."""
+
+    def parse_int(digits: str) -> int:
+        count = len(digits) - digits.startswith("-")
+        if count > limits.max_int_digits:
+            raise _TooManyDigits(count)
+        return int(digits)
+
+    def parse_float(number: str) -> float:
+        value = float(number)
+        if not math.isfinite(value):
+            raise _NotFinite(number[:40])
+        return value
+
+    def parse_constant(name: str) -> float:
+        raise _NotFinite(name)
+
+    return json.loads(
+        text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
+    )
+
+
+def decode_json(text: str | bytes, *, what: str, limits: Limits, param: str | None = None) -> Any:
+    """``text`` parsed and checked (see the module docstring); ``what`` names it in an
+    error (``"The request body"``, ``"X-Harness-Inputs"``), ``param`` is the error's
+    parameter."""
+    try:
+        value = _decoded(text, what, limits, param)
+    except ValueError as exc:
+        raise BadRequest(f"{what} is not valid JSON: {exc}.", param=param) from None
+    check_value(value, what=what, limits=limits, param=param)
+    return value
+
+
+def _decoded(text: str | bytes, what: str, limits: Limits, param: str | None) -> Any:
+    """``text`` parsed, every limit but plain invalid JSON (a ``ValueError``) refused."""
+    try:
+        return _loads(text, limits)
+    except _TooManyDigits as exc:
+        raise BadRequest(
+            f"{what} holds an integer of {exc.digits:,} digits, over this server's limit of "
+            f"{limits.max_int_digits:,}; send such a number as a string.",
+            param=param,
+        ) from None
+    except _NotFinite as exc:
+        raise BadRequest(
+            f"{what} holds the number {exc.text!r}, which JSON cannot carry (not finite); "
+            "send a finite number, or the value as a string.",
+            param=param,
+        ) from None
+    except RecursionError:
+        raise BadRequest(_too_deep(what, limits, None), param=param) from None
+
+
+def check_value(value: Any, *, what: str, limits: Limits, param: str | None = None) -> None:
+    """Refuse ``value`` (decoded JSON) nested deeper than ``limits.max_depth`` or holding a
+    string with a lone surrogate, naming where (iteratively: no recursion to overflow)."""
+    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(value, 0, ())]
+    while stack:
+        item, depth, path = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, what, path, param)
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth >= limits.max_depth:
+            raise BadRequest(_too_deep(what, limits, path), param=param)
+        children: Iterable[tuple[str | int, Any]]
+        if isinstance(item, dict):
+            for key in item:
+                _check_text(key, what, path, param)
+            children = item.items()
+        else:
+            children = enumerate(item)
+        stack.extend((child, depth + 1, (*path, key)) for key, child in children)
+
+
+def check_arguments(arguments: str, *, what: str, limits: Limits, param: str | None) -> None:
+    """A call's argument string: when it is JSON, the same limits as the body (it is parsed
+    again behind the edge); text that is not JSON is the model's own and passes."""
+    try:
+        value = _decoded(arguments, what, limits, param)
+    except ValueError:
+        return
+    check_value(value, what=what, limits=limits, param=param)
+
+
+def _check_text(text: str, what: str, path: tuple[str | int, ...], param: str | None) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = text[exc.start]
+        raise BadRequest(
+            f"{what} holds a lone surrogate ({ascii(char)[1:-1]}) at {_where(path)}: text must "
+            "be valid Unicode; send the character as a complete UTF-16 pair or drop it.",
+            param=param,
+        ) from None
+
+
+def _too_deep(what: str, limits: Limits, path: tuple[str | int, ...] | None) -> str:
+    at = f" (at {_where(path)})" if path else ""
+    return (
+        f"{what} is nested more than {limits.max_depth} levels deep{at}, over this server's "
+        "limit; flatten the value, or raise harness serve --max-depth."
+    )
+
+
+def _where(path: tuple[str | int, ...]) -> str:
+    """A JSON path like ``messages[1].content`` (bounded)."""
+    out = ""
+    for key in path:
+        out += f"[{key}]" if isinstance(key, int) else f".{key}" if out else str(key)
+    out = out or "the top level"
+    return out if len(out) <= 120 else out[:60] + "..." + out[-57:]
