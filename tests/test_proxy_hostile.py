@@ -107,6 +107,27 @@ async def test_hostile_json_in_any_field_is_a_400_in_the_apis_own_shape(
     assert said in assert_api_error(path, response)
 
 
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/chat/completions", "max_tokens"),
+        ("/chat/completions", "temperature"),
+        ("/chat/completions", "seed"),
+        ("/messages", "max_tokens"),
+        ("/messages", "temperature"),
+        ("/responses", "max_output_tokens"),
+    ],
+)
+async def test_a_setting_too_large_for_any_upstream_is_a_400_not_a_502(
+    path: str, field: str
+) -> None:
+    async with in_process_client(make_app(ScriptedEngine(survey_script))) as client:
+        response = await client.post(path, json={**API_OF[path](), field: 10**900})
+    message = assert_api_error(path, response)
+    assert field in message
+    assert len(message) < 400  # the number is not echoed whole
+
+
 @pytest.mark.parametrize("path", list(API_OF))
 async def test_a_tool_schema_94_objects_deep_is_a_400(path: str) -> None:
     tool = {"name": "deep", "parameters": deep_schema(94)}

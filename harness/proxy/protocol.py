@@ -73,6 +73,8 @@ _KNOWN = frozenset(
 )
 
 
+_INT32 = 2**31 - 1
+_INT64 = 2**63
 #: Fields a server upstream gets only when the client sent them (else its defaults apply).
 _FORWARDED = ("max_tokens", "temperature", "parallel_tool_calls", "tool_choice")
 
@@ -114,7 +116,7 @@ def _number(body: Mapping[str, Any], key: str, low: float, high: float) -> float
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
         raise BadRequest(
-            f"'{key}' must be a number from {low} to {high}, got {value!r}.", param=key
+            f"'{key}' must be a number from {low} to {high}, got {_short(value)}.", param=key
         )
     return float(value)
 
@@ -123,8 +125,11 @@ def _count(body: Mapping[str, Any], key: str) -> int | None:
     value = body.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadRequest(f"'{key}' must be a positive integer, got {value!r}.", param=key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _INT32:
+        raise BadRequest(
+            f"'{key}' must be a positive integer up to {_INT32:,}, got {_short(value)}.",
+            param=key,
+        )
     return value
 
 
@@ -191,8 +196,10 @@ def _settings(body: Mapping[str, Any]) -> ProxySettings:
     if not isinstance(options, dict) or set(options) - {"include_usage"}:
         raise BadRequest("'stream_options' may only hold 'include_usage'.", param="stream_options")
     seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise BadRequest(f"'seed' must be an integer, got {seed!r}.", param="seed")
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, int) or not -_INT64 <= seed < _INT64
+    ):
+        raise BadRequest(f"'seed' must be a 64-bit integer, got {_short(seed)}.", param="seed")
     max_tokens = _count(body, "max_completion_tokens") or _count(body, "max_tokens")
     temperature = _number(body, "temperature", 0, 2)
     sent = {key for key, value in body.items() if value is not None}
