@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from harness import costmodel
@@ -148,14 +150,60 @@ def _plan(tmp_path: Path, **kw: Any) -> BenchPlan:
     return BenchPlan(**base)
 
 
-def test_the_regime_estimator_recovers_injected_timings(tmp_path: Path) -> None:
+class VirtualClock:
+    """Injected time for a run: the clock the loop, the tool calls and the scripted engine
+    read moves only when simulated work sleeps, by exactly what it asked for. What the run
+    measures is then what the test injected, however busy the machine is (a real sleep of
+    0.05 s measured 0.078 s under load). Only for runs that do one thing at a time (the
+    sleeps of concurrent work would add up instead of overlapping)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += max(0.0, seconds)
+        await anyio.lowlevel.checkpoint()
+
+
+class _TimeWith:
+    """The ``time`` module with ``monotonic`` read from a :class:`VirtualClock`."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.monotonic = clock.monotonic
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def virtual_clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
+    clock = VirtualClock()
+    for module in (
+        "harness.calls",
+        "harness.loop.state",
+        "harness.loop.driver",
+        "harness.testing",
+        "harness.bench.runner",
+    ):
+        monkeypatch.setattr(f"{module}.time", _TimeWith(clock))
+    monkeypatch.setattr(anyio, "sleep", clock.sleep)  # the scripted engine's and the tools'
+    return clock
+
+
+def test_the_regime_estimator_recovers_injected_timings(
+    tmp_path: Path, virtual_clock: VirtualClock
+) -> None:
     engine = ScriptedEngine(prefill_ms_per_token=2.0, decode_ms_per_token=10.0, overhead_ms=30.0)
     summary = anyio.run(run_bench, engine, _plan(tmp_path))
+    assert virtual_clock.now > 1000.0  # the run's time was the injected clock's
     regime = Regime.from_json(summary["regime"])
-    assert regime.prefill_ms_per_token == pytest.approx(2.0, rel=0.01)
-    assert regime.decode_ms_per_token == pytest.approx(10.0, rel=0.01)
-    assert regime.overhead_s == pytest.approx(0.030, abs=0.015)
-    assert regime.tool_latency_s == pytest.approx(0.05, abs=0.02)
+    assert regime.prefill_ms_per_token == pytest.approx(2.0, rel=1e-6)
+    assert regime.decode_ms_per_token == pytest.approx(10.0, rel=1e-6)
+    assert regime.overhead_s == pytest.approx(0.030, abs=1e-6)
+    assert regime.tool_latency_s == pytest.approx(0.05, abs=1e-6)
     # regime.json is the regime the report's frontier is priced at, each value labelled.
     on_disk = json.loads((tmp_path / "regime.json").read_text())
     source = on_disk.pop("source")
