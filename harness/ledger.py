@@ -49,7 +49,7 @@ CallMode = Literal["serial", "window", "eager", "speculated", "parallel", "clien
 #: How an abandoned sync call ended (:attr:`SettledRecord.outcome`).
 SettledOutcome = Literal["returned", "raised"]
 #: Why the proxy passed a client's window through as sent (:attr:`UnrestoredRecord.reason`).
-UnrestoredReason = Literal["edited", "reshaped", "results"]
+UnrestoredReason = Literal["edited", "reshaped", "results", "text"]
 
 _log = get_logger("harness.ledger")
 
@@ -210,8 +210,9 @@ class UnrestoredRecord:
     """A window the proxy (:mod:`harness.proxy.restore`) handed to a client that came back
     changed and was passed through as sent, once per window: ``window`` its key, ``reason``
     ``edited`` (an argument value or tool changed, or an id not minted for it), ``reshaped``
-    (calls missing, split or reordered) or ``results`` (results missing, unknown or
-    repeated), ``message`` what was wrong."""
+    (calls missing, split or reordered), ``results`` (results missing, unknown or
+    repeated) or ``text`` (written back as text in a form :mod:`harness.proxy.text_history`
+    does not restore), ``message`` what was wrong."""
 
     run_id: str
     window: str

@@ -91,6 +91,7 @@ from harness.proxy.responses_api import ResponsesApi
 from harness.proxy.restore import Restoration, restore_serial
 from harness.proxy.store import Pending, WindowStore
 from harness.proxy.streaming import stream_pass_through
+from harness.proxy.text_history import restore_text
 from harness.proxy.upstream import choice_plan
 from harness.proxy.wire import wire_endpoint
 from harness.task import Task
@@ -299,6 +300,19 @@ class ProxyService:
             raise BadRequest("X-Harness-Inputs must be a JSON object.", param="X-Harness-Inputs")
         return inputs
 
+    def _restore(self, messages: Sequence[Message]) -> Restoration:
+        """The client's history in serial form: its flattened windows
+        (:mod:`harness.proxy.restore`), and those it wrote back as text
+        (:mod:`harness.proxy.text_history`), whose waiting conversations are released."""
+        restoration = restore_serial(messages, self.ids, self.store)
+        text = restore_text(restoration.messages, self.ids)
+        if text.released:
+            restoration.messages = text.messages
+            restoration.text_windows = text.windows
+            restoration.unrestored.extend(text.unrestored)
+            self.conversations.release(text.released)
+        return restoration
+
     @staticmethod
     def _arm(request: ChatRequest, header: str | None, *, serial: bool) -> str:
         """``F`` or ``S``: the client's choice, ``S`` when it wants at most one call per
@@ -329,7 +343,9 @@ class ProxyService:
                     "send them in 'tools' or pick another skill.",
                     param="tools",
                 )
-        restoration = restore_serial(request.messages, self.ids, self.store)
+        restoration = self._restore(request.messages)
+        if restoration.text_windows or any(u.reason == "text" for u in restoration.unrestored):
+            arm = "S"  # a text history cannot hold a withheld window (harness.proxy.text_history)
         if skill is not None and skill.inputs:  # where the manifest says they are written
             inputs = {**skill.read_inputs(restoration.messages), **inputs}
         # The conversation's name (its windows' keys derive from it: the same conversation
@@ -579,7 +595,7 @@ class ProxyService:
             "X-Harness-Arm": arm,
             "X-Harness-Window": str(window),
             "X-Harness-Generations": str(generations),
-            "X-Harness-Restored": str(len(restoration.windows)),
+            "X-Harness-Restored": str(len(restoration.windows) + len(restoration.text_windows)),
             "X-Harness-Discards": str(discards),
         }
         warnings = [*restoration.warnings, *notes]
@@ -656,6 +672,7 @@ class ProxyService:
             }
             return chat_response(model, message, "tool_calls", meter.usage)
         key = self.ids.window_key(conversation.name, calls)
+        conversation.window_key = key
         minted = [
             ToolCall(self.ids.mint(key, i, len(calls), c), c.name, c.arguments)
             for i, c in enumerate(calls)

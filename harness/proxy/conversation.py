@@ -333,6 +333,8 @@ class Conversation:
         self.max_generations = max_generations
         #: Run inside its first request only (an app without its lifespan): never parked.
         self.stateless = False
+        #: The key of the window handed to the client and not answered yet, if any.
+        self.window_key: str | None = None
 
     def _started(self, state: RunState) -> None:
         self.state = state
@@ -473,6 +475,25 @@ class Conversations:
             self._evict(waiting.pop(0))
             if not waiting:
                 del self._waiting[digest]
+
+    def release(self, windows: Iterable[str]) -> int:
+        """Cancel the conversations waiting for the results of ``windows`` (their client
+        wrote the window back as text and will not send them): how many."""
+        keys = set(windows)
+        released = 0
+        for digest in list(self._waiting):
+            kept = []
+            for conversation in self._waiting[digest]:
+                if conversation.window_key is not None and conversation.window_key in keys:
+                    self._evict(conversation)
+                    released += 1
+                else:
+                    kept.append(conversation)
+            if kept:
+                self._waiting[digest] = kept
+            else:
+                del self._waiting[digest]
+        return released
 
     def _evict(self, conversation: Conversation) -> None:
         conversation.scope.cancel()

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from harness.engines.base import Message, ToolCall
+from harness.ledger import UnrestoredReason
 from harness.proxy.ids import CallIds, MintedId
 from harness.proxy.store import WindowStore
 
@@ -37,8 +38,9 @@ __all__ = ("Restoration", "RestoredWindow", "Unrestored", "restore_serial")
 
 #: Why a window was not restored: ``edited`` (an id does not verify for its call: arguments
 #: or tool changed, forged, or minted by another server), ``reshaped`` (calls missing, split
-#: or out of order), ``results`` (results missing, unknown or repeated).
-Reason = Literal["edited", "reshaped", "results"]
+#: or out of order), ``results`` (results missing, unknown or repeated), ``text`` (written
+#: back as text in a form :mod:`harness.proxy.text_history` does not restore).
+Reason = UnrestoredReason
 #: "No key" (the client leaves ``content`` out of an assistant message with calls).
 _ABSENT = object()
 
@@ -71,6 +73,8 @@ class Restoration:
     messages: list[Message]
     windows: list[RestoredWindow] = field(default_factory=list)
     unrestored: list[Unrestored] = field(default_factory=list)
+    #: Keys of the windows restored from text (:mod:`harness.proxy.text_history`).
+    text_windows: list[str] = field(default_factory=list)
 
     @property
     def warnings(self) -> list[str]:
