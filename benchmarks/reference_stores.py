@@ -1,0 +1,629 @@
+"""``python -m benchmarks.reference_stores``: the certifier against models of real stores.
+
+The soundness rule (issue 40) is *distinct only by proof*: two calls may run together only
+when the harness can prove they touch different records. This checks that rule where it can
+fail: against **reference stores**, small executable models of how real stores key their
+records, each with the **honest** declarations a careful user writes for it (the targets a
+tool really touches, in the docs' own terms), and a generator of **hostile spellings** that
+real stores merge.
+
+For each store model, pairs of calls are drawn from a small pool of records spelled many
+ways; for every pair the certifier lets run together (both footprints resolve and
+:func:`harness.conflicts.conflict` finds nothing), the model computes the records each call
+touches the way the store does; a **false fill** is a pair whose records overlap (equal, or
+one holds the other). A pair the certifier keeps apart is never wrong (it only costs
+parallelism); the report counts those too, so a rule that refuses everything is visible.
+
+Store models (:data:`STORES`):
+
+``posix``      a file system rooted at ``/srv``, paths joined the standard library's way
+               (``os.path.join`` then ``normpath``: an absolute part restarts the path, an
+               empty part adds a slash, ``.``/``..`` resolve); ``write_at(dir, name)`` on
+               ``file:{dir}/{name}``, ``write(path)`` on ``file:{path}``, ``write_p(path: Path)``
+               on ``file:{path}``, ``mkdir(path)`` making its parents (``file:{path}``)
+``object``     an object store keyed by raw strings: ``(bucket, key)`` exactly as sent;
+               ``put(bucket, key)`` on ``obj:{bucket}/{key}``, ``put_main(key)`` on
+               ``obj:main/{key}``
+``folding``    a store keying NFKC_Casefold of the name (declared ``canonical="case"``):
+               ``put(key)`` on ``doc:{key}``, ``put_field(key, field)`` on
+               ``doc:{key}/{field}``, ``touch_readme()`` on ``doc:Readme``
+``composite``  a store keyed by a joined composite: ``put_pair(a, b)`` on ``kv:{a}-{b}``
+               (the store keys ``f"{a}-{b}"``), ``put(key)`` on ``kv:{key}``,
+               ``put_parts(parts: list)`` keyed ``"-".join(parts)`` (declared with
+               ``identity=``)
+``numeric``    a store keyed by a number's value: ``put(n: float)`` and ``put_i(i: int)`` on
+               ``num:{n}``, ``put_s(s: str)`` on ``num:{s}`` (the store parses it with
+               ``Decimal``)
+
+Hostile spellings (:data:`SPELLING_CLASSES`): case, Unicode forms and confusables
+(NFC/NFD, full-width, compatibility ligatures, the Kelvin sign, dotless ``ı``), padding and
+whitespace, separators inside values (``/``, ``.``, ``-``, ``_``, ``:``), numeric spellings
+(leading zeros, ``1e3``, ``+7``, ``7.0``, ``7_0``), path forms (absolute under the root,
+empty, ``.``/``..``, repeated and trailing slashes, escapes above the root), collections,
+and huge values (10,000-character names, 5,000-digit numbers, ``1e4000000``).
+
+``--cases N`` pairs per store (default 100,000); ``--stores`` a subset; ``--seed``;
+``--json OUT`` writes the tally. Exit status 1 when any false fill is found. The unit tests
+run a smaller number (``tests/test_reference_stores.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import posixpath
+import random
+import sys
+import time
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from harness.conflicts import conflict
+from harness.effects import Footprint
+from harness.tools import Tool, Toolset, tool
+
+__all__ = (
+    "SPELLING_CLASSES",
+    "STORES",
+    "StoreModel",
+    "StoreTally",
+    "run_store",
+)
+
+Record = tuple[Any, ...]
+Call = tuple[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class StoreModel:
+    """A store: honest tools, the records a call touches as the store keys them, whether
+    two records overlap, and a generator of calls with hostile spellings."""
+
+    name: str
+    toolset: Toolset
+    records: Callable[[str, Mapping[str, Any]], frozenset[Record]]
+    related: Callable[[Record, Record], bool]
+    spell: Callable[[random.Random], Call]
+
+
+# -- spellings ---------------------------------------------------------------------------------
+
+SPELLING_CLASSES = (
+    "case",
+    "unicode",
+    "padding",
+    "separators",
+    "numeric",
+    "paths",
+    "collections",
+    "huge",
+)
+
+_BASES = ("a", "b", "readme", "notes", "x1", "7", "report", "é")
+
+
+def _case(rng: random.Random, text: str) -> str:
+    return "".join(c.upper() if rng.random() < 0.5 else c for c in text)
+
+
+_CONFUSABLES = {
+    "a": ("ａ", "𝐚", "a"),
+    "b": ("ｂ", "𝐛"),
+    "e": ("ｅ", "e"),
+    "i": ("ı", "ｉ", "𝚤"),
+    "k": ("K", "ｋ"),  # the Kelvin sign folds to k
+    "r": ("ｒ",),
+    "x": ("ｘ",),
+    "é": ("é", "é", "É"),
+    "fi": ("ﬁ",),
+    "1": ("１", "¹"),
+    "7": ("７", "⁷"),
+}
+
+
+def _unicode(rng: random.Random, text: str) -> str:
+    out = text
+    for plain, forms in _CONFUSABLES.items():
+        if plain in out and rng.random() < 0.7:
+            out = out.replace(plain, rng.choice(forms), 1)
+    form = rng.choice(("NFC", "NFD", "NFKC", None))
+    return unicodedata.normalize(form, out) if form else out
+
+
+def _padding(rng: random.Random, text: str) -> str:
+    pads = (" ", "  ", "\t", "\u00a0", "\n", "0", "00")
+    left, right = rng.choice(pads + ("",)), rng.choice(pads + ("",))
+    if left.startswith("0") and not text[:1].isdigit():
+        left = ""
+    if right.startswith("0"):
+        right = ""
+    return left + text + right
+
+
+def _separators(rng: random.Random, text: str) -> str:
+    sep = rng.choice(("/", ".", "-", "_", ":", "//", "\\", "/./", ".."))
+    other = rng.choice(_BASES)
+    return rng.choice((text + sep + other, other + sep + text, text + sep))
+
+
+def _numeric(rng: random.Random, text: str) -> Any:
+    n = rng.choice((7, 70, 1000, 0, 15))
+    forms: list[Any] = [
+        str(n),
+        "0" + str(n),
+        "00" + str(n),
+        f"{n}.0",
+        f"{n}.00",
+        f"+{n}",
+        f"{n}e0",
+        f"{n / 10}e1",
+        str(n)[:1] + "_" + str(n)[1:] if len(str(n)) > 1 else str(n),
+        n,
+        float(n),
+        f"{n / 1000}e3",
+    ]
+    return rng.choice(forms)
+
+
+def _path(rng: random.Random, text: str) -> str:
+    forms = (
+        text,
+        "./" + text,
+        text + "/",
+        "/srv/" + text,
+        "/srv//" + text,
+        "sub/../" + text,
+        "sub/" + text,
+        "sub//" + text,
+        "x/../../srv/" + text,
+        "../srv/" + text,
+        "/" + text,
+        "",
+        ".",
+        "..",
+        "/",
+        "sub",
+        "sub/.",
+    )
+    return rng.choice(forms)
+
+
+def _huge(rng: random.Random, text: str) -> Any:
+    return rng.choice(
+        (
+            text * 2500,
+            "9" * 5000,
+            "1e4000000",
+            "a/" * 3000 + text,
+            text + "x" * 10_000,
+        )
+    )
+
+
+def spelling(rng: random.Random, base: str, classes: Sequence[str] = SPELLING_CLASSES) -> Any:
+    """One spelling of ``base`` (a record name) from one or two hostile classes."""
+    value: Any = base
+    for _ in range(rng.choice((1, 1, 2))):
+        kind = rng.choice(classes)
+        if not isinstance(value, str):
+            break
+        if kind == "case":
+            value = _case(rng, value)
+        elif kind == "unicode":
+            value = _unicode(rng, value)
+        elif kind == "padding":
+            value = _padding(rng, value)
+        elif kind == "separators":
+            value = _separators(rng, value)
+        elif kind == "numeric":
+            value = _numeric(rng, value)
+        elif kind == "paths":
+            value = _path(rng, value)
+        elif kind == "huge":
+            value = _huge(rng, value) if rng.random() < 0.2 and len(value) < 64 else value
+        # ("collections" is drawn by the stores that take lists)
+    return value
+
+
+def _text(rng: random.Random, classes: Sequence[str] = SPELLING_CLASSES) -> str:
+    value = spelling(rng, rng.choice(_BASES), classes)
+    return value if isinstance(value, str) else str(value)
+
+
+# -- posix --------------------------------------------------------------------------------------
+
+ROOT = "/srv"
+
+
+def _mkdir_targets(args: Mapping[str, Any]) -> list[str]:
+    """What a careful user declares for ``mkdir -p``: the path and every ancestor it may
+    create (the path's prefixes)."""
+    parts = str(args["path"]).split("/")
+    return ["file:" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _posix_toolset() -> Toolset:
+    @tool(write_targets="file:{dir}/{name}", read_targets="file:{dir}/{name}", canonical="path")
+    def write_at(dir: str, name: str) -> str:
+        """Write ``name`` inside ``dir`` (joined with os.path.join under /srv)."""
+        return "ok"
+
+    @tool(write_targets="file:{path}", read_targets="file:{path}", canonical="path")
+    def write(path: str) -> str:
+        """Write a file by its path under /srv."""
+        return "ok"
+
+    @tool(write_targets="file:{path}", read_targets="file:{path}", canonical="path")
+    def write_p(path: Path) -> str:
+        """Write a file by its path under /srv (a Path argument)."""
+        return "ok"
+
+    @tool(write_targets=_mkdir_targets, read_targets=_mkdir_targets, canonical="path")
+    def mkdir(path: str) -> str:
+        """Make a directory and its parents under /srv."""
+        return "ok"
+
+    return Toolset([write_at, write, write_p, mkdir], name="posix")
+
+
+def _resolve(*parts: str) -> str:
+    return posixpath.normpath(posixpath.join(ROOT, *parts))
+
+
+def _posix_records(name: str, args: Mapping[str, Any]) -> frozenset[Record]:
+    """``("w", path)`` for what a call changes, ``("r", path)`` for what it depends on: a
+    write depends on its parent directory existing; ``mkdir -p`` creates every missing
+    directory between the root and its path."""
+    if name == "write_at":
+        target = _resolve(args["dir"], args["name"])
+    else:
+        path = args["path"]
+        target = _resolve(path.as_posix() if isinstance(path, PurePosixPath) else str(path))
+    out = {("w", target), ("r", posixpath.dirname(target))}
+    if name == "mkdir":
+        parent = posixpath.dirname(target)
+        while parent.startswith(ROOT + "/") and ("w", parent) not in out:
+            out.add(("w", parent))
+            parent = posixpath.dirname(parent)
+    return frozenset(out)
+
+
+def _posix_related(a: Record, b: Record) -> bool:
+    """Two writes overlap when one path is the other or lies under it; a write and a
+    parent's existence only when they name one directory."""
+    if "w" not in (a[0], b[0]):
+        return False
+    x, y = str(a[1]), str(b[1])
+    if x == y:
+        return True
+    if a[0] != b[0]:
+        return False
+    short, long = sorted((x, y), key=len)
+    return long.startswith(short.rstrip("/") + "/")
+
+
+def _posix_spell(rng: random.Random) -> Call:
+    classes = ("paths", "paths", "separators", "case", "unicode", "padding", "huge")
+    kind = rng.choice(("write_at", "write", "write_p", "mkdir"))
+    if kind == "write_at":
+        base = rng.choice(_BASES)
+        return kind, {"dir": _path(rng, rng.choice(("sub", "", ".", "/srv"))), "name": base}
+    return kind, {"path": _text(rng, classes)}
+
+
+# -- object store -------------------------------------------------------------------------------
+
+
+def _object_toolset() -> Toolset:
+    @tool(write_targets="obj:{bucket}/{key}", read_targets="obj:{bucket}/{key}")
+    def put(bucket: str, key: str) -> str:
+        """Put an object (keyed by the raw bucket and key)."""
+        return "ok"
+
+    @tool(write_targets="obj:main/{key}", read_targets="obj:main/{key}")
+    def put_main(key: str) -> str:
+        """Put an object in the bucket 'main'."""
+        return "ok"
+
+    return Toolset([put, put_main], name="object")
+
+
+def _object_records(name: str, args: Mapping[str, Any]) -> frozenset[Record]:
+    bucket = args["bucket"] if name == "put" else "main"
+    return frozenset({(bucket, args["key"])})
+
+
+def _object_spell(rng: random.Random) -> Call:
+    key = _text(rng)
+    if rng.random() < 0.5:
+        return "put_main", {"key": key}
+    bucket = rng.choice(("main", "main/x", "Main", "main/", "logs"))
+    return "put", {"bucket": bucket, "key": key}
+
+
+# -- folding store ------------------------------------------------------------------------------
+
+
+def _nfkc_casefold(text: str) -> str:
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKD", text).casefold())
+
+
+def _folding_toolset() -> Toolset:
+    @tool(write_targets="doc:{key}", read_targets="doc:{key}", canonical="case")
+    def put(key: str) -> str:
+        """Write a document (the store folds case and Unicode compatibility forms)."""
+        return "ok"
+
+    @tool(
+        write_targets="doc:{key}/{field}",
+        read_targets="doc:{key}/{field}",
+        canonical="case",
+    )
+    def put_field(key: str, field: str) -> str:
+        """Write one field of a document."""
+        return "ok"
+
+    @tool(write_targets="doc:Readme", read_targets="doc:Readme", canonical="case")
+    def touch_readme() -> str:
+        """Touch the readme document."""
+        return "ok"
+
+    return Toolset([put, put_field, touch_readme], name="folding")
+
+
+def _folding_records(name: str, args: Mapping[str, Any]) -> frozenset[Record]:
+    if name == "touch_readme":
+        return frozenset({("readme",)})
+    key = _nfkc_casefold(args["key"])
+    if name == "put_field":
+        return frozenset({(key, _nfkc_casefold(args["field"]))})
+    return frozenset({(key,)})
+
+
+def _tuple_related(a: Record, b: Record) -> bool:
+    short, long = sorted((a, b), key=len)
+    return long[: len(short)] == short
+
+
+def _folding_spell(rng: random.Random) -> Call:
+    classes = ("case", "unicode", "unicode", "separators", "padding", "huge")
+    kind = rng.choice(("put", "put", "put_field", "touch_readme"))
+    if kind == "touch_readme":
+        return kind, {}
+    if kind == "put_field":
+        return kind, {"key": _text(rng, classes), "field": _text(rng, classes)}
+    return kind, {"key": _text(rng, classes)}
+
+
+# -- composite store ----------------------------------------------------------------------------
+
+
+def _joined(parts: Sequence[str]) -> str:
+    return "-".join(parts)
+
+
+def _composite_toolset() -> Toolset:
+    @tool(write_targets="kv:{a}-{b}", read_targets="kv:{a}-{b}")
+    def put_pair(a: str, b: str) -> str:
+        """Write the record keyed f'{a}-{b}'."""
+        return "ok"
+
+    @tool(write_targets="kv:{key}", read_targets="kv:{key}")
+    def put(key: str) -> str:
+        """Write the record keyed by ``key``."""
+        return "ok"
+
+    @tool(write_targets="kvp:{parts}", read_targets="kvp:{parts}", identity={"parts": _joined})
+    def put_parts(parts: list[str]) -> str:
+        """Write the record of the ``kvp`` store keyed by the parts joined with '-'."""
+        return "ok"
+
+    return Toolset([put_pair, put, put_parts], name="composite")
+
+
+def _composite_records(name: str, args: Mapping[str, Any]) -> frozenset[Record]:
+    if name == "put_pair":
+        return frozenset({(f"{args['a']}-{args['b']}",)})
+    if name == "put_parts":  # a store of its own (kvp:), keyed by the joined parts
+        return frozenset({("parts", _joined(args["parts"]))})
+    return frozenset({(args["key"],)})
+
+
+def _composite_spell(rng: random.Random) -> Call:
+    pool = ("a", "b", "a-b", "b-a", "a-b-a", "", "-", "a-", "-b")
+    kind = rng.choice(("put_pair", "put", "put_parts"))
+    if kind == "put_pair":
+        return kind, {"a": rng.choice(pool), "b": rng.choice(pool)}
+    if kind == "put_parts":
+        return kind, {"parts": [rng.choice(pool) for _ in range(rng.choice((1, 2, 3)))]}
+    return kind, {"key": rng.choice(pool) if rng.random() < 0.7 else _text(rng)}
+
+
+# -- numeric store ------------------------------------------------------------------------------
+
+
+def _numeric_toolset() -> Toolset:
+    @tool(write_targets="num:{n}", read_targets="num:{n}")
+    def put(n: float) -> str:
+        """Write the record keyed by the number's value."""
+        return "ok"
+
+    @tool(write_targets="num:{i}", read_targets="num:{i}")
+    def put_i(i: int) -> str:
+        """Write the record keyed by the integer."""
+        return "ok"
+
+    @tool(write_targets="num:{s}", read_targets="num:{s}")
+    def put_s(s: str) -> str:
+        """Write the record keyed by the number the text spells (Decimal)."""
+        return "ok"
+
+    return Toolset([put, put_i, put_s], name="numeric")
+
+
+def _number(value: Any) -> Any:
+    try:
+        return Decimal(str(value).strip()).normalize()
+    except (ArithmeticError, ValueError):
+        return str(value)
+
+
+def _numeric_records(name: str, args: Mapping[str, Any]) -> frozenset[Record]:
+    value = args["n"] if name == "put" else args["i"] if name == "put_i" else args["s"]
+    return frozenset({(_number(value),)})
+
+
+def _numeric_spell(rng: random.Random) -> Call:
+    value = _numeric(rng, "")
+    kind = rng.choice(("put", "put_i", "put_s", "put_s"))
+    if kind == "put_s":
+        return kind, {"s": str(value) if rng.random() < 0.9 else _text(rng)}
+    if kind == "put_i":
+        try:
+            return kind, {"i": int(Decimal(str(value)))}
+        except (InvalidOperation, ValueError):
+            return kind, {"i": 7}
+    try:
+        return kind, {"n": float(value)}
+    except ValueError:
+        return kind, {"n": 7.0}
+
+
+def _equal(a: Record, b: Record) -> bool:
+    return a == b
+
+
+STORES: Mapping[str, Callable[[], StoreModel]] = {
+    "posix": lambda: StoreModel(
+        "posix", _posix_toolset(), _posix_records, _posix_related, _posix_spell
+    ),
+    "object": lambda: StoreModel(
+        "object", _object_toolset(), _object_records, _equal, _object_spell
+    ),
+    "folding": lambda: StoreModel(
+        "folding", _folding_toolset(), _folding_records, _tuple_related, _folding_spell
+    ),
+    "composite": lambda: StoreModel(
+        "composite", _composite_toolset(), _composite_records, _equal, _composite_spell
+    ),
+    "numeric": lambda: StoreModel(
+        "numeric", _numeric_toolset(), _numeric_records, _equal, _numeric_spell
+    ),
+}
+
+
+# -- the check ----------------------------------------------------------------------------------
+
+
+@dataclass
+class StoreTally:
+    store: str
+    pairs: int = 0
+    refused: int = 0  # a call's footprint did not resolve (not certifiable)
+    apart: int = 0  # the certifier kept the pair apart (a conflict)
+    together: int = 0  # the certifier let the pair run together
+    false_fills: int = 0
+    first: list[str] = field(default_factory=list)  # the first few false fills, shown whole
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "pairs": self.pairs,
+            "refused": self.refused,
+            "apart": self.apart,
+            "together": self.together,
+            "false_fills": self.false_fills,
+            "first": self.first,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def _footprint(t: Tool, args: Mapping[str, Any]) -> tuple[Footprint, Mapping[str, Any] | None]:
+    checked = t.check(dict(args))
+    return t.footprint(dict(args)), checked.values
+
+
+def run_store(name: str, cases: int, seed: int = 0, *, keep: int = 5) -> StoreTally:
+    """Draw ``cases`` pairs of calls on store ``name`` and count false fills."""
+    store = STORES[name]()
+    rng = random.Random(f"{seed}:{name}")
+    tally = StoreTally(name)
+    start = time.perf_counter()
+    memo: dict[str, tuple[Footprint, frozenset[Record] | None]] = {}
+
+    def resolve(call: Call) -> tuple[Footprint, frozenset[Record] | None]:
+        key = json.dumps(call, sort_keys=True, default=str)
+        if key in memo:
+            return memo[key]
+        tool_ = store.toolset[call[0]]
+        footprint, values = _footprint(tool_, call[1])
+        records = None if values is None else store.records(call[0], values)
+        if len(memo) < 20_000 and len(key) < 200:  # (short calls recur; huge ones do not)
+            memo[key] = (footprint, records)
+        return footprint, records
+
+    for _ in range(cases):
+        a, b = store.spell(rng), store.spell(rng)
+        tally.pairs += 1
+        fa, ra = resolve(a)
+        fb, rb = resolve(b)
+        if fa.error is not None or fb.error is not None or ra is None or rb is None:
+            tally.refused += 1
+            continue
+        if conflict(fa, fb) is not None:
+            tally.apart += 1
+            continue
+        tally.together += 1
+        if any(store.related(x, y) for x in ra for y in rb):
+            tally.false_fills += 1
+            if len(tally.first) < keep:
+                tally.first.append(
+                    f"{a[0]}({_show(a[1])}) and {b[0]}({_show(b[1])}) touch "
+                    f"{sorted(map(str, ra))} and {sorted(map(str, rb))}; targets "
+                    f"{sorted(fa.writes or ())} and {sorted(fb.writes or ())}"
+                )
+    tally.seconds = time.perf_counter() - start
+    return tally
+
+
+def _show(args: Mapping[str, Any]) -> str:
+    text = json.dumps(args, ensure_ascii=True)
+    return text if len(text) <= 200 else text[:200] + f"… ({len(text)} characters)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.reference_stores",
+        description="Check the certifier against models of real stores with hostile spellings.",
+    )
+    parser.add_argument("--cases", type=int, default=100_000, help="pairs per store")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--stores", nargs="+", choices=sorted(STORES), default=list(STORES), help="store models"
+    )
+    parser.add_argument("--json", type=Path, help="write the tally as JSON here")
+    args = parser.parse_args(argv)
+    tallies = []
+    print(f"{'store':<10} {'pairs':>8} {'refused':>8} {'apart':>8} {'together':>9} {'false':>6}")
+    for name in args.stores:
+        t = run_store(name, args.cases, args.seed)
+        tallies.append(t)
+        print(
+            f"{t.store:<10} {t.pairs:>8} {t.refused:>8} {t.apart:>8} {t.together:>9} "
+            f"{t.false_fills:>6}   ({t.seconds:.1f} s)"
+        )
+        for line in t.first:
+            print(f"    false fill: {line}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps([t.as_dict() for t in tallies], indent=1) + "\n")
+    return 1 if any(t.false_fills for t in tallies) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
