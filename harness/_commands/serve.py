@@ -112,6 +112,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "dropped costs its next request a cold start from its history, never a wrong answer)",
     )
     parser.add_argument(
+        "--conversation-mib",
+        type=float,
+        default=64.0,
+        metavar="MIB",
+        help="history the waiting conversations may hold together, in MiB (default 64; "
+        "the oldest is dropped first, and a conversation larger than this is not kept: "
+        "its next request cold-starts). Bounds the proxy's memory by bytes, not by count",
+    )
+    parser.add_argument(
         "--idle-timeout",
         type=float,
         default=900.0,
@@ -267,6 +276,7 @@ def run(args: argparse.Namespace) -> int:
         max_depth=args.max_depth,
         max_generations=args.max_generations,
         conversations_capacity=args.conversations,
+        conversations_bytes=int(args.conversation_mib * 1024 * 1024),
         idle_s=args.idle_timeout,
         secrets_to_hide=tuple(k for k in (upstream_key, api_key) if k),
         model=args.model or "harness",
@@ -274,6 +284,11 @@ def run(args: argparse.Namespace) -> int:
         upstream_model=args.model if args.upstream else None,
     )
     config.check()
+    if not args.conversation_mib >= 0:
+        raise ConfigError(
+            f"--conversation-mib must be >= 0 (0 keeps no conversation waiting), got "
+            f"{args.conversation_mib}."
+        )
     if args.max_depth < 2:
         raise ConfigError(
             f"--max-depth must be >= 2 (a request body is an object holding lists), got "

@@ -62,6 +62,7 @@ from harness.loop.state import RunState
 from harness.manifest import Manifest, Skill
 from harness.proxy.chat_api import ChatApi
 from harness.proxy.conversation import (
+    DEFAULT_MAX_BYTES,
     Conversation,
     Conversations,
     Event,
@@ -161,8 +162,9 @@ class ProxyConfig:
     ``upstream_model``: the model name every request asks a server upstream for (``harness
     serve --upstream URL --model NAME``); ``None``: the client's own ``model``, forwarded.
     ``conversations_capacity``: conversations kept waiting for their clients' results, each
-    for at most ``idle_s`` seconds (:mod:`harness.proxy.conversation`; one dropped costs its
-    next request a cold start, never a wrong answer).
+    for at most ``idle_s`` seconds and holding at most ``conversations_bytes`` of history
+    together, the oldest dropped first (:mod:`harness.proxy.conversation`; one dropped costs
+    its next request a cold start, never a wrong answer).
     """
 
     effects: Mapping[str, Effect] = field(default_factory=dict)
@@ -182,6 +184,7 @@ class ProxyConfig:
     upstream_model: str | None = None
     conversations_capacity: int = 1024
     idle_s: float = 900.0
+    conversations_bytes: int = DEFAULT_MAX_BYTES
     max_depth: int = 64
 
     @property
@@ -240,7 +243,9 @@ class ProxyService:
         self.store = WindowStore(config.store_capacity)
         self.detector = make_detector(config.detector, max_window=config.max_window)
         self.positions = PositionCache(config.positions_capacity)
-        self.conversations = Conversations(config.conversations_capacity, config.idle_s)
+        self.conversations = Conversations(
+            config.conversations_capacity, config.idle_s, config.conversations_bytes
+        )
         self._group: TaskGroup | None = None
         self._toolsets: OrderedDict[str, Toolset] = OrderedDict()
         self._reported: OrderedDict[tuple[str, str], None] = OrderedDict()
@@ -664,6 +669,7 @@ class ProxyService:
         model = request.model or self.config.model
         calls = handoff.calls
         contents = conversation.contents(calls)
+        conversation.window_key = None
         if not handoff.window:
             message: Message = {
                 "role": "assistant",

@@ -25,6 +25,7 @@ A cold start never gives a wrong transcript; it may cost one generation more tha
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import time
@@ -59,6 +60,7 @@ from harness.task import Task
 from harness.tools import Toolset
 
 __all__ = (
+    "DEFAULT_MAX_BYTES",
     "ClientCalls",
     "Conversation",
     "Conversations",
@@ -69,6 +71,7 @@ __all__ = (
     "Meter",
     "MeteredEngine",
     "Positioned",
+    "history_bytes",
     "history_digest",
     "message_meaning",
     "result_ids",
@@ -335,6 +338,8 @@ class Conversation:
         self.stateless = False
         #: The key of the window handed to the client and not answered yet, if any.
         self.window_key: str | None = None
+        #: Bytes of history it holds while it waits (:func:`history_bytes`).
+        self.size = 0
 
     def _started(self, state: RunState) -> None:
         self.state = state
@@ -424,26 +429,63 @@ class Conversation:
         return tuple(by_call.get(c.id) for c in calls)
 
 
+#: Bytes of history all waiting conversations may hold together, by default.
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+#: Bytes of dropped conversations after which the cycle collector runs (see
+#: :meth:`Conversations.park`), at least; an eighth of the budget when that is more.
+_RECLAIM_BYTES = 8 * 1024 * 1024
+
+
 class Conversations:
     """The conversations waiting for a client's results, by :func:`history_digest`: at most
-    ``capacity`` (the least recently used is evicted first), each for at most ``idle_s``
-    seconds; an evicted conversation's run is cancelled (its next request cold-starts)."""
+    ``capacity``, holding at most ``max_bytes`` of history together (:func:`history_bytes`;
+    the least recently used is evicted first, and one larger than ``max_bytes`` is not kept),
+    each for at most ``idle_s`` seconds; an evicted conversation's run is cancelled (its next
+    request cold-starts from its history: a generation more at worst, never a wrong
+    answer)."""
 
-    def __init__(self, capacity: int = 1024, idle_s: float = 900.0) -> None:
+    def __init__(
+        self, capacity: int = 1024, idle_s: float = 900.0, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         self.capacity = capacity
         self.idle_s = idle_s
+        self.max_bytes = max_bytes
         self._waiting: OrderedDict[str, list[Conversation]] = OrderedDict()
         self.evicted = 0
+        #: Bytes of history the waiting conversations hold (:func:`history_bytes`).
+        self.bytes = 0
+        #: Bytes of history dropped since the cycle collector last ran.
+        self.unreclaimed = 0
+        #: Times :meth:`park` ran the cycle collector.
+        self.collections = 0
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._waiting.values())
 
+    def waiting(self) -> list[Conversation]:
+        """The waiting conversations, the least recently parked first."""
+        return [c for waiting in self._waiting.values() for c in waiting]
+
     def park(self, digest: str, conversation: Conversation) -> None:
-        if self.capacity <= 0:
-            conversation.scope.cancel()
+        """Keep ``conversation`` waiting at ``digest`` (within the bounds; see the class).
+
+        A dropped run is a graph of objects in reference cycles (its task, frames, state),
+        freed only by the cycle collector, which runs by the count of objects made, not by
+        their bytes: a few conversations holding megabytes of history would stay in memory
+        long after they were dropped. So once the dropped conversations held
+        :data:`_RECLAIM_BYTES` (or an eighth of ``max_bytes``, if more) since the last time,
+        parking runs the collector (``gc.collect()``, milliseconds)."""
+        if self.unreclaimed >= max(_RECLAIM_BYTES, self.max_bytes // 8):
+            self.unreclaimed = 0
+            self.collections += 1
+            gc.collect()
+        conversation.size = history_bytes(conversation.client_messages)
+        if self.capacity <= 0 or conversation.size > self.max_bytes:
+            self._evict(conversation)
             return
         self._waiting.setdefault(digest, []).append(conversation)
         self._waiting.move_to_end(digest)
+        self.bytes += conversation.size
         self.sweep()
 
     def claim(self, digest: str) -> Conversation | None:
@@ -455,6 +497,7 @@ class Conversations:
         conversation = waiting.pop(0)
         if not waiting:
             del self._waiting[digest]
+        self.bytes -= conversation.size
         return conversation
 
     def sweep(self) -> None:
@@ -463,16 +506,16 @@ class Conversations:
             kept = []
             for conversation in self._waiting[digest]:
                 if now - conversation.used > self.idle_s:
-                    self._evict(conversation)
+                    self._drop(conversation)
                 else:
                     kept.append(conversation)
             if kept:
                 self._waiting[digest] = kept
             else:
                 del self._waiting[digest]
-        while len(self) > self.capacity:
+        while self._waiting and (len(self) > self.capacity or self.bytes > self.max_bytes):
             digest, waiting = next(iter(self._waiting.items()))
-            self._evict(waiting.pop(0))
+            self._drop(waiting.pop(0))
             if not waiting:
                 del self._waiting[digest]
 
@@ -485,7 +528,7 @@ class Conversations:
             kept = []
             for conversation in self._waiting[digest]:
                 if conversation.window_key is not None and conversation.window_key in keys:
-                    self._evict(conversation)
+                    self._drop(conversation)
                     released += 1
                 else:
                     kept.append(conversation)
@@ -495,9 +538,15 @@ class Conversations:
                 del self._waiting[digest]
         return released
 
+    def _drop(self, conversation: Conversation) -> None:
+        """Evict a waiting ``conversation`` (its bytes no longer held)."""
+        self.bytes -= conversation.size
+        self._evict(conversation)
+
     def _evict(self, conversation: Conversation) -> None:
         conversation.scope.cancel()
         self.evicted += 1
+        self.unreclaimed += conversation.size or history_bytes(conversation.client_messages)
 
     def close(self) -> None:
         """Cancel every waiting run (the proxy is stopping)."""
@@ -505,6 +554,7 @@ class Conversations:
             for conversation in waiting:
                 conversation.scope.cancel()
         self._waiting.clear()
+        self.bytes = 0
 
 
 # -- finding a conversation again by meaning ------------------------------------------------
@@ -524,6 +574,28 @@ def history_digest(messages: Sequence[Message], results_of: Iterable[str] = ()) 
     ]
     text = json.dumps(meaning, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def history_bytes(messages: Sequence[Message]) -> int:
+    """What ``messages`` weigh, roughly: the characters of every string in them (texts,
+    argument strings, ids), the keys, and a little per message and per value."""
+    total = 0
+    stack: list[Any] = list(messages)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, Mapping):
+            total += 64
+            for key, value in item.items():
+                total += len(str(key))
+                stack.append(value)
+        elif isinstance(item, list | tuple):
+            total += 8 * len(item)
+            stack.extend(item)
+        else:
+            total += 8
+    return total
 
 
 def message_meaning(message: Message) -> list[Any]:

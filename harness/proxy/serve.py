@@ -10,14 +10,43 @@ caller's structured cancellation stops it (``harness serve`` uses SIGINT/SIGTERM
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import ipaddress
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness.errors import ConfigError
 
-__all__ = ("check_bind", "is_loopback", "serve")
+__all__ = ("check_bind", "is_loopback", "return_large_blocks", "serve")
+
+#: glibc's ``mallopt`` parameter for the size from which a block gets its own mapping.
+_M_MMAP_THRESHOLD = -3
+#: Blocks at least this large (bytes) are mapped on their own and given back when freed.
+MMAP_THRESHOLD = 128 * 1024
+
+
+def return_large_blocks() -> bool:
+    """Have glibc map every block of :data:`MMAP_THRESHOLD` bytes or more on its own, so
+    freeing it gives the memory back to the system (True when set; False off glibc).
+
+    glibc raises that threshold each time it frees such a block, up to 32 MiB, after which a
+    request body's megabyte strings come from the heap, where one still in use pins the
+    freed ones around it: a proxy that has dropped its waiting conversations stays at its
+    peak size. Fixing the threshold (``mallopt(M_MMAP_THRESHOLD)``, which also stops the
+    raising) keeps the process's size near what it holds. A process-wide setting, so
+    :func:`serve` (a process of its own) sets it, a library user's app does not."""
+    if not sys.platform.startswith("linux"):
+        return False
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
 
 
 def is_loopback(host: str) -> bool:
@@ -46,7 +75,9 @@ async def serve(
     on_listen: Callable[[str], None] | None = None,
     log_level: str = "warning",
 ) -> None:
-    """Serve ``app`` on ``host:port`` until cancelled; ``on_listen(base_url)`` once bound."""
+    """Serve ``app`` on ``host:port`` until cancelled; ``on_listen(base_url)`` once bound.
+    Large blocks are given back to the system when freed (:func:`return_large_blocks`)."""
+    return_large_blocks()
     try:
         import uvicorn
     except ImportError as exc:  # pragma: no cover - depends on the environment
