@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
+import httpx
 import pytest
 from structlog.testing import capture_logs
 
 from harness.proxy import in_process_client
+from harness.proxy.serve import serve
 from harness.testing import ScriptedEngine
 from tests.test_proxy import TOOLS, body, make_app, opening, survey_script
 
@@ -249,3 +252,32 @@ async def test_a_bug_inside_the_proxy_is_a_500_in_the_apis_shape_logged_and_sayi
     (logged,) = [e for e in logs if e["event"] == "internal_error"]
     assert "/work/secret/manifest.toml" in logged["detail"]  # the operator sees it, not the client
     assert "Traceback" in logged["traceback"]
+
+
+async def test_over_a_socket_a_hostile_request_keeps_the_connection_open() -> None:
+    app = make_app(ScriptedEngine(survey_script))
+    urls: list[str] = []
+    listening = anyio.Event()
+
+    def on_listen(url: str) -> None:
+        urls.append(url)
+        listening.set()
+
+    hostile = spliced(chat(metadata={"note": HOLE}), nested(5000))
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: serve(app, "127.0.0.1", 0, on_listen=on_listen))
+        await listening.wait()
+        limits = httpx.Limits(max_connections=1)
+        async with httpx.AsyncClient(base_url=urls[0], timeout=30, limits=limits) as client:
+            bad = await client.post(
+                "/chat/completions",
+                content=hostile,
+                headers={"content-type": "application/json"},
+            )
+            good = await client.post("/chat/completions", json=chat())
+        group.cancel_scope.cancel()
+    assert bad.status_code == 400
+    assert bad.headers.get("connection") != "close"
+    assert good.status_code == 200, good.text
+    # the second request went over the first one's connection
+    assert bad.extensions["network_stream"] is good.extensions["network_stream"]
