@@ -116,6 +116,21 @@ async def test_concurrent_requests_are_decoded_together_not_one_after_another(
     assert sum(r.timings.decode_s for r in replies) > wall
 
 
+async def test_the_model_worker_runs_on_the_cpus_the_thread_plan_chose(
+    real_engine: VLLMEngine,
+) -> None:
+    # The worker is forked from a process whose OpenMP runtime has read its environment
+    # already: vLLM's binding variables alone would leave it on every CPU (issue 43).
+    plan = real_engine.settings.thread_plan()
+    workers = [psutil.Process(pid) for pid in _vllm_children()]
+    workers = [w for w in workers if w.name().startswith("VLLM::Worker")]
+    assert workers
+    for worker in workers:
+        assert tuple(sorted(worker.cpu_affinity())) == (
+            plan.cpus or tuple(range(os.cpu_count() or 1))
+        )
+
+
 async def test_a_prompt_longer_than_the_context_is_a_request_error_and_the_engine_goes_on(
     real_engine: VLLMEngine,
 ) -> None:

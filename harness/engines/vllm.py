@@ -41,6 +41,7 @@ import anyio
 from harness.engines import _format
 from harness.engines._pdeathsig import die_with_parent
 from harness.engines._spawn import spawn_without_main
+from harness.engines._threads import ThreadPlan, bind_this_process, plan_threads
 from harness.engines.base import (
     ClosingContext,
     Completion,
@@ -58,10 +59,12 @@ from harness.errors import ConfigError, ContextWindowExceeded, EngineDeadError, 
 
 __all__ = (
     "SPECULATE",
+    "START_METHODS",
     "CacheStats",
     "DraftStats",
     "VLLMEngine",
     "VLLMSettings",
+    "describe_start_method",
     "open_default_engine",
     "speculative_config",
 )
@@ -71,15 +74,6 @@ _INSTALL_HINT = (
     "`pip uninstall -y torchvision torchaudio torchcodec` (on a GPU machine use the gpu extra; "
     "see README, Engines)"
 )
-
-
-def _all_cpus() -> str:
-    """The CPUs this process may run on, as vLLM's bind list (``"0-1"`` style ids)."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cpus = list(range(os.cpu_count() or 1))
-    return ",".join(str(cpu) for cpu in cpus)
 
 
 #: The default of ``VLLMSettings.draft_max_batch`` (0: the window proposer drafts at any
@@ -93,10 +87,19 @@ class VLLMSettings:
 
     The defaults and why:
 
-    - ``threads_bind``: vLLM's automatic binding on a 2-core machine reserves one core for
-      the front end and runs the model on one thread; binding the worker to every CPU of
-      this process (``VLLM_CPU_OMP_THREADS_BIND``) uses both. ``None`` = all CPUs in this
-      process's affinity (an explicit ``VLLM_CPU_OMP_THREADS_BIND`` in the environment wins).
+    - ``threads_bind``: the CPUs the model's threads run on, one thread each (``"0-2"``,
+      ``"0,2"``), ``"auto"`` or ``"nobind"``. ``None`` (the default): the environment's
+      ``VLLM_CPU_OMP_THREADS_BIND`` if set, else ``"auto"``, vLLM's own rule: one thread per
+      physical core, one core kept for the front end and the engine core (on 2 cores: one
+      model thread). A model thread that shares its core with anything else (the front end,
+      another job) stalls every barrier of every operation: two threads on 2 cores decoded
+      at half vLLM's rate or less whenever the machine was busy (issue 43;
+      :mod:`harness.engines._threads`, ``benchmarks/decode_bench.py``).
+    - ``start_method``: how vLLM's engine core and worker start. ``None``: the environment's
+      ``VLLM_WORKER_MULTIPROC_METHOD`` if set, else ``"fork"``: they inherit this process's
+      imports (ready in about half the time of ``"spawn"``, which starts a fresh interpreter
+      for each); the thread binding is applied in the forked worker
+      (:func:`~harness.engines._threads.bind_this_process`).
     - ``kv_cache_gib`` 2: plenty for 8 concurrent loops of 4k context with a 135M model
       (~93k tokens of SmolLM2-135M at 23,040 bytes each). It bounds the running requests *and*
       the prefix cache, which keeps what they leave; see :mod:`harness.engines.kv_cache`.
@@ -136,6 +139,7 @@ class VLLMSettings:
     block_size: int = 32
     kv_cache_gib: float = 2.0
     threads_bind: str | None = None
+    start_method: str | None = None
     enforce_eager: bool = True
     enable_prefix_caching: bool = True
     max_num_seqs: int = 32
@@ -190,9 +194,20 @@ class VLLMSettings:
         args.update(self.extra)
         return args
 
+    def thread_plan(self) -> ThreadPlan:
+        """Where the model threads run and why (see ``threads_bind``); a bad CPU list is a
+        ConfigError."""
+        try:
+            return plan_threads(self.threads_bind)
+        except ValueError as exc:
+            raise ConfigError(
+                f"threads_bind / VLLM_CPU_OMP_THREADS_BIND: {exc}; give CPUs this process may "
+                "use, 'auto' or 'nobind'."
+            ) from exc
+
     def environment(self) -> dict[str, str]:
         """Environment variables the engine process needs (set before it starts)."""
-        env = {"VLLM_CPU_OMP_THREADS_BIND": self.threads_bind or _all_cpus()}
+        env = {"VLLM_CPU_OMP_THREADS_BIND": self.thread_plan().bind}
         if self.quiet:
             env["VLLM_LOGGING_LEVEL"] = "ERROR"
             # torch's C++ warnings (the worker's "NUMA binding: Using MEMBIND policy ..."):
@@ -317,9 +332,9 @@ def _import_vllm() -> None:
 
 def _apply_environment(settings: VLLMSettings) -> None:
     """Set the engine's environment; the user's own environment wins unless a setting was
-    given explicitly (``threads_bind``)."""
+    given explicitly (the thread binding's plan reads the environment itself)."""
     for key, value in settings.environment().items():
-        if key == "VLLM_CPU_OMP_THREADS_BIND" and settings.threads_bind is not None:
+        if key == "VLLM_CPU_OMP_THREADS_BIND":  # the plan already read the environment's
             os.environ[key] = value
         else:
             os.environ.setdefault(key, value)
@@ -372,13 +387,13 @@ def _launch(folder: Path, settings: VLLMSettings, counters: _Counters) -> Any:
     try:
         usage = UsageContext.ENGINE_CONTEXT
         vllm_config = engine_args.create_engine_config(usage)
-        method = _start_method()
+        method = _start_method(settings.start_method)
         os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = method
         if method == "fork":  # the tokenizer's threads do not survive a fork: say so up front
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         # A spawned engine core must not re-run the user's script; a forked one starts as a
         # fresh interpreter would (_as_fresh_interpreter).
-        with spawn_without_main(), _forking(settings.quiet):
+        with spawn_without_main(), _forking(settings.quiet, settings.thread_plan()):
             return AsyncLLM(
                 vllm_config=vllm_config,
                 executor_class=Executor.get_class(vllm_config),
@@ -398,9 +413,9 @@ def _launch(folder: Path, settings: VLLMSettings, counters: _Counters) -> Any:
 
 
 @contextlib.contextmanager
-def _forking(quiet: bool) -> Iterator[None]:
-    global _forking_engine, _quiet_engine
-    _forking_engine, _quiet_engine = True, quiet
+def _forking(quiet: bool, plan: ThreadPlan) -> Iterator[None]:
+    global _forking_engine, _quiet_engine, _worker_plan
+    _forking_engine, _quiet_engine, _worker_plan = True, quiet, plan
     try:
         yield
     finally:
@@ -411,13 +426,18 @@ def _forking(quiet: bool) -> Iterator[None]:
 #: platform overwrites the variable with ``spawn``) is imported by the harness.
 _USER_START_METHOD = os.environ.get("VLLM_WORKER_MULTIPROC_METHOD")
 
+#: The values of ``VLLMSettings.start_method``.
+START_METHODS = ("fork", "spawn")
 
-def _start_method() -> str:
-    """``fork`` (the engine core and worker inherit this process's imports), unless the user
-    set ``VLLM_WORKER_MULTIPROC_METHOD`` (``spawn``: a fresh interpreter each, ~13 s slower to
-    start) or this process is a Ray actor (vLLM spawns there: Ray's workers cannot fork)."""
-    if _USER_START_METHOD:
-        return _USER_START_METHOD
+
+def _start_method(setting: str | None = None) -> str:
+    """``setting``, else the user's ``VLLM_WORKER_MULTIPROC_METHOD``, else ``fork`` (the
+    engine core and worker inherit this process's imports), except in a Ray actor (vLLM
+    spawns there: Ray's workers cannot fork)."""
+    if setting is not None and setting not in START_METHODS:
+        raise ConfigError(f"start_method must be one of {START_METHODS}, not {setting!r}.")
+    if setting or _USER_START_METHOD:
+        return setting or str(_USER_START_METHOD)
     try:
         from vllm.ray.lazy_utils import is_in_ray_actor
     except ImportError:  # pragma: no cover - an older vLLM layout
@@ -425,11 +445,28 @@ def _start_method() -> str:
     return "spawn" if is_in_ray_actor() else "fork"  # type: ignore[no-untyped-call]
 
 
+def describe_start_method(setting: str | None = None) -> tuple[str, str]:
+    """The start method the engine would use (without importing vLLM) and why."""
+    if setting is not None:
+        _start_method(setting)  # validates
+        return setting, "as asked (start_method)"
+    if _USER_START_METHOD:
+        return _USER_START_METHOD, "from VLLM_WORKER_MULTIPROC_METHOD"
+    return "fork", (
+        "the engine core and worker inherit this process's imports (about half the start "
+        "time of spawn); the model threads are bound in the forked worker"
+    )
+
+
 #: True while this process forks vLLM's engine core (and forever in the forked engine core,
 #: which forks the worker): only those forks are reset like a fresh interpreter.
 _forking_engine = False
 #: The forking engine's ``quiet`` setting, for :func:`_as_fresh_interpreter`.
 _quiet_engine = True
+#: The model threads' CPUs, applied in the forked worker (see :mod:`harness.engines._threads`).
+_worker_plan: ThreadPlan | None = None
+#: How many engine forks deep this process is: 1 in the engine core, 2 in its worker.
+_engine_depth = 0
 
 
 def _as_fresh_interpreter() -> None:
@@ -440,12 +477,17 @@ def _as_fresh_interpreter() -> None:
       the parent as if sent to it.
     * Python's default warning filters: the parent's may turn warnings into errors (pytest's
       ``filterwarnings = error``, ``python -W error``), and vLLM's worker start-up warns.
+    * In the worker, the model threads' binding, which a spawned worker's OpenMP runtime
+      reads from the environment at start-up and an inherited one never reads again
+      (:func:`~harness.engines._threads.bind_this_process`).
 
     And one thing a spawned one lacks: it dies with its parent, even a SIGKILLed one
     (:mod:`harness.engines._pdeathsig`), so no engine core or worker outlives the process
     that opened the engine."""
+    global _engine_depth
     if not _forking_engine:
         return
+    _engine_depth += 1
     die_with_parent()
     with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing was set
         signal.set_wakeup_fd(-1)
@@ -455,6 +497,8 @@ def _as_fresh_interpreter() -> None:
         warnings.filterwarnings("ignore", category=category)
     if _quiet_engine:  # vLLM's and torch's own deprecations, as the front end ignores them
         warnings.filterwarnings("ignore", category=FutureWarning)
+    if _engine_depth == 2 and _worker_plan is not None:
+        bind_this_process(_worker_plan)
 
 
 os.register_at_fork(after_in_child=_as_fresh_interpreter)
