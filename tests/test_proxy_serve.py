@@ -195,3 +195,35 @@ async def test_served_over_http_a_conversation_waits_for_its_client_and_the_url_
     assert [r.headers["x-harness-generations"] for r in responses] == ["4", "0", "1"]
     assert messages[-1]["content"].startswith("done:")
     assert len(app.state.proxy.conversations) == 0
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_server_leaves_the_next_server_in_the_same_loop_reachable() -> None:
+    # a cancel must unregister the listening socket from the event loop before closing it:
+    # the next server's socket gets the same descriptor, and a stale registration would leave
+    # it never told of a connection (its clients would wait forever)
+    import functools
+
+    import anyio
+
+    from harness.proxy import ProxyConfig, build_app
+    from harness.proxy.serve import serve
+    from harness.testing import ScriptedEngine
+
+    for _ in range(3):
+        app = build_app(ScriptedEngine(lambda messages, tools: "ok"), ProxyConfig())
+        urls: list[str] = []
+        listening = anyio.Event()
+
+        def on_listen(url: str, urls: list[str] = urls, listening: anyio.Event = listening) -> None:
+            urls.append(url)
+            listening.set()
+
+        served = functools.partial(serve, app, "127.0.0.1", 0, on_listen=on_listen)
+        async with anyio.create_task_group() as group:
+            group.start_soon(served)
+            await listening.wait()
+            async with httpx.AsyncClient(base_url=urls[0], timeout=5) as client:
+                health = await client.get("/health")
+            group.cancel_scope.cancel()
+        assert health.status_code == 200

@@ -120,4 +120,10 @@ async def serve(
                 on_listen(f"http://{shown}:{bound}/v1")
             await server.serve(sockets=[sock])
     finally:
+        # A cancel leaves uvicorn's asyncio servers open, their socket still registered with
+        # the event loop's selector; closing only the socket would leave that registration
+        # stale, and a later server in the same loop whose socket gets the same descriptor
+        # would never be told of a connection. Closing the servers unregisters it first.
+        for listening in getattr(server, "servers", ()):
+            listening.close()
         sock.close()
