@@ -168,3 +168,86 @@ async def test_a_text_step_whose_calls_were_edited_is_not_restored() -> None:
     assert second.headers["x-harness-restored"] == "0"
     assert "written as text" in second.headers["x-harness-warning"]
     assert "hx." not in json.dumps(engine.requests[-1].messages)
+
+
+# -- a ReAct transcript: Action: / Action Input: / Observation:, no ids --------------------------
+
+
+def react_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+    """``text_script`` for a history that holds calls as ReAct actions or as tool calls."""
+    done = 0
+    for message in messages:
+        if message.get("role") == "assistant":
+            done += len(message.get("tool_calls") or ()) + _text(message).count("Action:")
+    if done < len(KEYS):
+        return {"id": f"up_{done}", "name": "read_doc", "arguments": {"key": KEYS[done]}}
+    observed = [_text(m) for m in messages if m.get("role") == "user"][1:]
+    return "done: " + " | ".join(observed)
+
+
+def react_step(message: dict[str, Any], joined: bool = False) -> list[Message]:
+    """A ReAct client's step: each call as ``Action:`` / ``Action Input:`` in the order
+    given, then one ``Observation:`` per call (``joined``: all results on one line)."""
+    calls = message["tool_calls"]
+    said = "\n".join(
+        f"Action: {c['function']['name']}\nAction Input: "
+        f"{json.dumps(json.loads(c['function']['arguments']))}"
+        for c in calls
+    )
+    if joined:
+        observed = "Observation: " + " ".join(one_line(c) for c in calls)
+    else:
+        observed = "\n".join(f"Observation: {one_line(c)}" for c in calls)
+    return [
+        {"role": "assistant", "content": said},
+        {"role": "user", "content": observed},
+    ]
+
+
+async def react_loop(
+    client: httpx.AsyncClient, arm: str | None = None, joined: bool = False
+) -> tuple[list[Message], list[httpx.Response]]:
+    messages: list[Message] = [
+        {"role": "system", "content": "You read documents."},
+        {"role": "user", "content": "Survey a, b and c."},
+    ]
+    responses = []
+    headers = {"X-Harness-Arm": arm} if arm else None
+    for _ in range(20):
+        response = await client.post("/chat/completions", json=body(messages), headers=headers)
+        assert response.status_code == 200, response.text
+        responses.append(response)
+        message = response.json()["choices"][0]["message"]
+        if not message.get("tool_calls"):
+            messages.append({"role": "assistant", "content": message["content"]})
+            return messages, responses
+        messages.extend(react_step(message, joined))
+    raise AssertionError("the loop did not finish")
+
+
+async def test_a_react_transcript_of_a_window_is_found_by_its_calls_and_restored() -> None:
+    flat, serial = ScriptedEngine(react_script), ScriptedEngine(react_script)
+    async with in_process_client(make_app(flat)) as client:
+        f_messages, f_responses = await react_loop(client)
+        waiting = len(client._transport.app.state.proxy.conversations)  # type: ignore[attr-defined]
+    async with in_process_client(make_app(serial)) as client:
+        s_messages, s_responses = await react_loop(client, arm="S")
+    assert f_responses[0].headers["x-harness-window"] == str(len(KEYS))
+    assert f_responses[1].headers["x-harness-restored"] == "1"
+    assert "x-harness-warning" not in f_responses[1].headers
+    assert waiting == 0  # the window's run was released
+    assert f_messages[-1] == s_messages[-1]
+    assert len(f_responses) == 2
+    assert len(s_responses) == len(KEYS) + 1
+    assert _sent(flat)[-1] == _sent(serial)[-1]  # the absorb request is the serial client's
+
+
+async def test_a_react_window_whose_observations_cannot_be_split_is_reported_and_released() -> None:
+    engine = ScriptedEngine(react_script)
+    async with in_process_client(make_app(engine)) as client:
+        service = client._transport.app.state.proxy  # type: ignore[attr-defined]
+        _, responses = await react_loop(client, joined=True)
+    assert responses[1].headers["x-harness-restored"] == "0"
+    assert "not one 'Observation:' per action" in responses[1].headers["x-harness-warning"]
+    assert len(service.conversations) == 0
+    assert service.conversations.evicted >= 1

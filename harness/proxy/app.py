@@ -310,7 +310,7 @@ class ProxyService:
         (:mod:`harness.proxy.restore`), and those it wrote back as text
         (:mod:`harness.proxy.text_history`), whose waiting conversations are released."""
         restoration = restore_serial(messages, self.ids, self.store)
-        text = restore_text(restoration.messages, self.ids)
+        text = restore_text(restoration.messages, self.ids, self.store)
         if text.released:
             restoration.messages = text.messages
             restoration.text_windows = text.windows
@@ -686,7 +686,11 @@ class ProxyService:
         later = any(c for c in contents[1:])
         self.store.put(
             key,
-            Pending(contents if later else (), arguments=tuple(c.arguments for c in calls)),
+            Pending(
+                contents if later else (),
+                arguments=tuple(c.arguments for c in calls),
+                names=tuple(c.name for c in calls),
+            ),
         )
         message = {
             "role": "assistant",

@@ -8,15 +8,20 @@ kept here under the window's key until the client sends the window's results bac
 to waits for those results itself (:mod:`harness.proxy.conversation`); the store serves the
 restoration of every window a client's history holds, the conversation's or not. A window
 whose entry was dropped is still restored from its ids alone: its calls then carry the
-client's argument strings (the same values).
+client's argument strings (the same values). Each entry also names its calls' tools, so a
+window a client wrote back as text without the ids (a ReAct ``Action:`` transcript) is found
+by its calls (:meth:`WindowStore.find`, :mod:`harness.proxy.text_history`).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ("Pending", "WindowStore")
+from harness.proxy.ids import canonical_arguments
+
+__all__ = ("Pending", "WindowStore", "call_signature")
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,8 @@ class Pending:
 
     contents: tuple[str | None, ...] = ()
     arguments: tuple[str, ...] = ()
+    #: Each call's tool, in emitted order (what finds a window written as text without ids).
+    names: tuple[str, ...] = ()
 
 
 class WindowStore:
@@ -37,6 +44,8 @@ class WindowStore:
             raise ValueError(f"capacity must be >= 0, got {capacity}.")
         self.capacity = capacity
         self._entries: OrderedDict[str, Pending] = OrderedDict()
+        #: Window key by :func:`call_signature` of its calls (those with ``names``).
+        self._by_calls: dict[tuple[tuple[str, str], ...], str] = {}
         self.evicted = 0
 
     def __len__(self) -> int:
@@ -47,9 +56,27 @@ class WindowStore:
             return
         self._entries[window] = pending
         self._entries.move_to_end(window)
+        if pending.names:
+            self._by_calls[call_signature(zip(pending.names, pending.arguments, strict=True))] = (
+                window
+            )
         while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+            _, dropped = self._entries.popitem(last=False)
+            if dropped.names:
+                signature = call_signature(zip(dropped.names, dropped.arguments, strict=True))
+                self._by_calls.pop(signature, None)
             self.evicted += 1
 
     def get(self, window: str) -> Pending | None:
         return self._entries.get(window)
+
+    def find(self, calls: Iterable[tuple[str, str]]) -> str | None:
+        """The key of the stored window whose calls are ``calls`` (tool, argument string;
+        in any order, arguments compared by value), if any."""
+        return self._by_calls.get(call_signature(calls))
+
+
+def call_signature(calls: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """Calls as a set of (tool, canonical arguments): the same window in any order and
+    spelling."""
+    return tuple(sorted((name, canonical_arguments(arguments)) for name, arguments in calls))

@@ -16,6 +16,12 @@ window comes back that way as one step holding all its calls, with the proxy's m
   The step becomes what the serial run's client would have written, one step per call in
   emitted order: its own ``Tool call`` line and a one-call listing, with the upstream's id,
   then ``Observation:`` and its result. Any other text of the step stays with its first call.
+- **a ReAct transcript** (:data:`ACTION`, no ids): one assistant message whose
+  ``Action: <tool>`` / ``Action Input: <arguments>`` blocks are the calls of a stored window
+  (:meth:`~harness.proxy.store.WindowStore.find`: tools and argument values, any order),
+  then one ``Observation:`` per action: restored as one action and its observation per step,
+  in emitted order, the text before the first action kept with it. One whose observations
+  cannot be split is passed on as sent and reported.
 - **not recognised** (results that span lines, another text form, a window cut or edited):
   the message is passed on as sent except that every minted id in it is replaced by the
   upstream's own id (the upstream never sees the proxy's ids), and reported
@@ -40,10 +46,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.engines.base import Message, ToolCall
-from harness.proxy.ids import CallIds, MintedId
+from harness.proxy.ids import CallIds, MintedId, canonical_arguments
 from harness.proxy.restore import Unrestored
+from harness.proxy.store import WindowStore
 
-__all__ = ("CALLING", "MINTED", "OBSERVATION", "TextRestoration", "restore_text")
+__all__ = (
+    "ACTION",
+    "CALLING",
+    "MINTED",
+    "OBSERVATION",
+    "OBSERVED",
+    "TextRestoration",
+    "restore_text",
+)
 
 #: A minted id anywhere in text: ``hx.<window>.<index>.<n>.<upstream id>.<mac>``.
 MINTED = re.compile(r"hx\.[0-9a-f]{16}\.\d{1,4}\.\d{1,4}\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]{22}")
@@ -51,6 +66,14 @@ MINTED = re.compile(r"hx\.[0-9a-f]{16}\.\d{1,4}\.\d{1,4}\.[A-Za-z0-9_-]*\.[A-Za-
 CALLING = "Calling tools:\n"
 #: What precedes a step's results (smolagents).
 OBSERVATION = "Observation:\n"
+#: One ReAct action: ``Action: <tool>`` and the ``Action Input: <arguments>`` after it.
+ACTION = re.compile(
+    r"^Action:[ \t]*(?P<name>[^\n]+)\nAction Input:[ \t]*(?P<input>.*?)"
+    r"(?=\n(?:Action|Observation|Thought):|\Z)",
+    re.MULTILINE | re.DOTALL,
+)
+#: Where one ReAct observation starts.
+OBSERVED = re.compile(r"^Observation:[ \t]*", re.MULTILINE)
 #: Longest listing parsed (characters): a longer one is not recognised.
 _MAX_LISTING = 1_000_000
 
@@ -70,19 +93,40 @@ class TextRestoration:
         return [*self.windows, *(u.window for u in self.unrestored)]
 
 
-def restore_text(messages: Sequence[Message], ids: CallIds) -> TextRestoration:
+def restore_text(
+    messages: Sequence[Message], ids: CallIds, store: WindowStore | None = None
+) -> TextRestoration:
     """``messages`` with every window written as text restored or scrubbed (see the module
-    docstring); a history without minted ids in its text comes back as it is."""
+    docstring); a history without minted ids or a stored window's actions in its text comes
+    back as it is."""
     out = TextRestoration([])
     at = 0
     while at < len(messages):
         message = messages[at]
         text = _text(message)
+        following = messages[at + 1] if at + 1 < len(messages) else None
+        if text is not None and store is not None and not MINTED.search(text):
+            react = _react_step(message, text, following, store)
+            if isinstance(react, tuple):
+                out.messages.extend(react[0])
+                out.windows.append(react[1])
+                at += 2
+                continue
+            if react is not None:
+                out.messages.append(message)
+                _report(
+                    out,
+                    react,
+                    "in a form this proxy does not restore (its results are "
+                    "not one 'Observation:' per action)",
+                    scrubbed=False,
+                )
+                at += 1
+                continue
         if text is None or not MINTED.search(text):
             out.messages.append(message)
             at += 1
             continue
-        following = messages[at + 1] if at + 1 < len(messages) else None
         restored = _restore_step(message, text, following, ids)
         if restored is not None:
             serial, key = restored
@@ -90,21 +134,69 @@ def restore_text(messages: Sequence[Message], ids: CallIds) -> TextRestoration:
             out.windows.append(key)
             at += 2
             continue
-        key = _window_of(text)
         out.messages.append(_with_text(message, _scrubbed(text)))
-        if key not in {u.window for u in out.unrestored}:
-            out.unrestored.append(
-                Unrestored(
-                    key,
-                    "text",
-                    f"window {key} came back written as text in a form this proxy does not "
-                    "restore (it restores smolagents' 'Calling tools:' / 'Observation:' "
-                    "steps with one result line per call); it was passed on as sent, the "
-                    "proxy's ids replaced by the upstream's, and served serially",
-                )
-            )
+        _report(
+            out,
+            _window_of(text),
+            "in a form this proxy does not restore (it restores smolagents' 'Calling tools:' "
+            "/ 'Observation:' steps with one result line per call, and ReAct 'Action:' / "
+            "'Observation:' steps with one observation per action)",
+            scrubbed=True,
+        )
         at += 1
     return out
+
+
+def _report(out: TextRestoration, key: str, why: str, *, scrubbed: bool) -> None:
+    if key in {u.window for u in out.unrestored}:
+        return
+    ids = ", the proxy's ids replaced by the upstream's," if scrubbed else ""
+    out.unrestored.append(
+        Unrestored(
+            key,
+            "text",
+            f"window {key} came back written as text {why}; it was passed on as sent{ids} "
+            "and served serially",
+        )
+    )
+
+
+def _react_step(
+    message: Message, text: str, following: Message | None, store: WindowStore
+) -> tuple[list[Message], str] | str | None:
+    """One ReAct step holding a whole stored window's actions: its serial steps and the
+    window's key; only the key when its observations cannot be split (one per action);
+    None when it is no window of this proxy's."""
+    if message.get("role") != "assistant" or message.get("tool_calls"):
+        return None
+    actions = list(ACTION.finditer(text))
+    if len(actions) < 2:
+        return None
+    calls = [(a.group("name").strip(), a.group("input").strip()) for a in actions]
+    key = store.find(calls)
+    if key is None:
+        return None
+    if following is None or following.get("role") not in ("user", "tool"):
+        return key
+    observed = _text(following)
+    parts = OBSERVED.split(observed) if observed is not None else []
+    if len(parts) != len(actions) + 1 or parts[0].strip():
+        return key
+    pending = store.get(key)
+    emitted = list(zip(pending.names, pending.arguments, strict=True)) if pending else []
+    place = {(n, canonical_arguments(a)): i for i, (n, a) in enumerate(emitted)}
+    order = sorted(
+        range(len(actions)),
+        key=lambda j: place.get((calls[j][0], canonical_arguments(calls[j][1])), j),
+    )
+    lead = text[: actions[0].start()]
+    marks = OBSERVED.findall(observed or "")
+    serial: list[Message] = []
+    for step, j in enumerate(order):
+        action = actions[j].group(0).rstrip("\n")
+        serial.append(_with_text(message, (lead if step == 0 else "") + action))
+        serial.append(_with_text(following, marks[j] + parts[j + 1].rstrip("\n")))
+    return serial, key
 
 
 def _restore_step(
