@@ -58,7 +58,12 @@ def rss_mib(pid: int) -> float:
 
 
 def _serve(conversation_mib: float | None) -> int:
+    import signal
+
     import anyio
+
+    # the parent ends this process with SIGTERM when it is done: a quiet exit, not an error
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
 
     from harness.engines.base import ClosingContext, Completion, GenerationSettings, ToolCall
     from harness.manifest import Manifest

@@ -161,8 +161,9 @@ def error_status(exc: Exception, upstream: str) -> tuple[int, str, str]:
     budget, the stuck guard) a 500 saying what; anything else is a bug in the proxy: a 500
     that names only the exception's type (its text may hold the server's paths), logged
     with its traceback."""
-    if isinstance(exc, BadRequest):
-        return exc.status, "invalid_request_error", exc.message
+    if isinstance(exc, BadRequest):  # 502: what the upstream gave cannot be said in this API
+        kind = "upstream_error" if exc.status >= 500 else "invalid_request_error"
+        return exc.status, kind, exc.message
     if isinstance(exc, EngineError):
         return 502, "upstream_error", f"The upstream ({upstream}) failed: {exc}"
     if isinstance(exc, HarnessError):
