@@ -92,3 +92,29 @@ except ConfigError as exc:
     assert "ConfigError: The in-process engine needs vLLM" in done.stdout
     assert "pip install 'agent-harness[cpu]'" in done.stdout
     assert "pip uninstall -y torchvision torchaudio torchcodec" in done.stdout
+
+
+def test_info_says_where_the_model_threads_run_and_why_and_takes_an_override(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    assert main(["engine", "info", "--json"]) == 0
+    machine = json.loads(capsys.readouterr().out)["machine"]
+    assert machine["threads_from"] == "default"
+    assert machine["threads_why"]
+    assert machine["start_method"] in ("fork", "spawn")
+    assert main(["engine", "info", "--json", "--threads-bind", "0", "--start-method", "spawn"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["machine"]["model_cpus"] == [0]
+    assert report["machine"]["threads_from"] == "setting"
+    assert report["machine"]["start_method"] == "spawn"
+    assert report["environment"]["VLLM_CPU_OMP_THREADS_BIND"] == "0"
+
+
+def test_a_threads_bind_naming_no_cpu_of_this_machine_is_a_user_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    assert main(["engine", "info", "--threads-bind", "4096"]) == 2
+    assert "'auto' or 'nobind'" in capsys.readouterr().err
