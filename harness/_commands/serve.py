@@ -41,9 +41,12 @@ examples:
   HARNESS_API_KEY=... harness serve --host 0.0.0.0 --effects effects.toml
 per request: header X-Harness-Skill / X-Harness-Inputs (JSON), or the body's
 harness_skill / harness_inputs (the OpenAI SDK's extra_body); X-Harness-Arm: S passes through,
-and so does parallel_tool_calls: false. harness -v serve logs each request and every upstream
-failure. Inconsistent options (--effects without --manifest, a manifest naming a tool the
-effects do not declare) exit 2 before anything starts.
+and so does parallel_tool_calls: false. tool_choice: "required" is passed on (with --upstream)
+and windows still flatten; "none", a named function or another object is passed on and served
+serially; what the upstream cannot take is served serially and X-Harness-Warning says so.
+harness -v serve logs each request and every upstream failure. Inconsistent options
+(--effects without --manifest, a manifest naming a tool the effects do not declare) exit 2
+before anything starts.
 """
 
 
