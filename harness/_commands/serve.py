@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -319,6 +320,9 @@ def run(args: argparse.Namespace) -> int:
     async def go() -> None:
         async with _engine(args, upstream_key) as engine:
             app = build_app(engine, config, ledger=ledger, extra_routes=_fabric(args, engine))
+            # What exists now lives as long as the server: out of the cycle collector's walks
+            # (the proxy runs it when dropped conversations add up, harness.proxy.conversation)
+            gc.freeze()
             await serve(app, args.host, args.port, on_listen=listening)
 
     try:

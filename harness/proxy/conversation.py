@@ -36,6 +36,7 @@ from typing import Any
 
 import anyio
 
+from harness._logging import get_logger
 from harness.calls import ToolResult
 from harness.certify import Certificate, Detector, Rejection, WindowTracker
 from harness.engines.base import (
@@ -429,6 +430,8 @@ class Conversation:
         return tuple(by_call.get(c.id) for c in calls)
 
 
+_log = get_logger("harness.proxy")
+
 #: Bytes of history all waiting conversations may hold together, by default.
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 #: Bytes of dropped conversations after which the cycle collector runs (see
@@ -474,11 +477,20 @@ class Conversations:
         their bytes: a few conversations holding megabytes of history would stay in memory
         long after they were dropped. So once the dropped conversations held
         :data:`_RECLAIM_BYTES` (or an eighth of ``max_bytes``, if more) since the last time,
-        parking runs the collector (``gc.collect()``, milliseconds)."""
+        parking runs the collector (``gc.collect()``: milliseconds over the proxy's own objects;
+        ``harness serve`` freezes what exists once its engine is up, ``gc.freeze()``, so the
+        embedded engine's objects are not walked; logged as ``reclaimed`` at debug level)."""
         if self.unreclaimed >= max(_RECLAIM_BYTES, self.max_bytes // 8):
-            self.unreclaimed = 0
+            dropped, self.unreclaimed = self.unreclaimed, 0
             self.collections += 1
-            gc.collect()
+            started = time.perf_counter()
+            found = gc.collect()
+            _log.debug(
+                "reclaimed",
+                dropped_bytes=dropped,
+                objects=found,
+                wall_s=round(time.perf_counter() - started, 4),
+            )
         conversation.size = history_bytes(conversation.client_messages)
         if self.capacity <= 0 or conversation.size > self.max_bytes:
             self._evict(conversation)
