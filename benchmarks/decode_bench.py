@@ -220,10 +220,19 @@ class _Raw(_Side):
         llm.shutdown()
 
 
+def _end_engine_group(signum: int, frame: object) -> None:
+    os.killpg(0, signal.SIGKILL)  # this process and every engine process below it
+
+
 def _die_with_parent() -> None:
-    """SIGKILL this process when the benchmark that started it dies (Linux)."""
+    """When the benchmark that started this process dies, even by SIGKILL, end this process
+    and its engine's (Linux): the kernel sends SIGTERM, which kills the process group this
+    child leads (vLLM's spawned engine core would otherwise outlive it)."""
+    signal.signal(signal.SIGTERM, _end_engine_group)
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() == 1:  # the benchmark died before the signal was armed
+        _end_engine_group(signal.SIGTERM, None)
 
 
 def _emit(payload: dict[str, Any]) -> None:
