@@ -142,9 +142,9 @@ def plan_threads(
         )
     model, reserved = tuple(cores[:-1]), (cores[-1],)
     reason = (
-        f"{len(cores)} physical cores: one model thread on each of {len(model)}, core "
-        f"{reserved[0]} kept for the front end and the engine core (vLLM's own rule); "
-        "a model thread that shares its core waits at every barrier"
+        f"{len(cores)} physical cores: one model thread on each but CPU {reserved[0]}, kept "
+        "for the front end and the engine core (vLLM's own rule); a model thread that "
+        "shares its core waits at every barrier"
     )
     return ThreadPlan(model, reserved, source, reason)
 
