@@ -64,6 +64,9 @@ async def test_waiting_conversations_hold_at_most_the_byte_budget_the_oldest_dro
         assert conversations.bytes <= budget
         assert 1 <= len(conversations) < 6
         assert conversations.evicted == 6 - len(conversations)
+        # a waiting run holds its transcript only, not the last request's copy of it too
+        assert all(c.client_messages == () for c in conversations.waiting())
+        assert all(c.size == history_bytes(c.held()) for c in conversations.waiting())
         kept = {c.task.history[1]["content"] for c in conversations.waiting()}
         assert kept == {str(opening(i)[1]["content"]) for i in range(6 - len(kept), 6)}
         # the oldest was dropped: its client's next request cold-starts, with the right answer

@@ -388,6 +388,18 @@ class Conversation:
         # each message's meaning, once per request (every generation compares against it)
         self._client_meanings = [message_meaning(m) for m in messages]
 
+    def held(self) -> Sequence[Message]:
+        """The messages the run holds: its transcript (the client's history before it
+        starts)."""
+        return self.state.messages if self.state is not None else self.client_messages
+
+    def forget_client(self) -> None:
+        """Drop the latest request's own copy of the history while the run waits: the
+        client's next request brings the history again (and sets :attr:`client_messages`
+        before the run goes on), so a waiting conversation holds each text once, in its
+        transcript, not a second time as the last request decoded it."""
+        self.client_messages = ()
+
     def as_client_sent(self, messages: Sequence[Message]) -> list[Message]:
         """``messages`` (the run's transcript) with every message the client holds in the
         client's own bytes: in order, each message that means what the client's next one
@@ -491,7 +503,8 @@ class Conversations:
                 objects=found,
                 wall_s=round(time.perf_counter() - started, 4),
             )
-        conversation.size = history_bytes(conversation.client_messages)
+        conversation.size = history_bytes(conversation.held())
+        conversation.forget_client()
         if self.capacity <= 0 or conversation.size > self.max_bytes:
             self._evict(conversation)
             return
