@@ -47,6 +47,7 @@ _NEUTRAL: dict[str, Any] = {
     "presence_penalty": 0,
     "frequency_penalty": 0,
     "logprobs": False,
+    "store": False,  # the proxy stores no completions
 }
 _KNOWN = frozenset(
     {
