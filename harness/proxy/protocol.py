@@ -7,8 +7,8 @@ stream chunks and error bodies out.
 function or another object: :mod:`harness.proxy.upstream` says how each is served),
 ``parallel_tool_calls``,
 ``temperature``, ``max_tokens`` / ``max_completion_tokens``, ``seed``, ``stop``, ``stream``,
-``stream_options.include_usage``, ``n`` (1), ``user`` and ``metadata`` (recorded nowhere,
-harmless), and the harness's own ``harness_skill``, ``harness_inputs`` and ``harness_arm``
+``stream_options.include_usage``, ``n`` (1), ``store`` (``false``: the proxy stores no
+completions), ``user`` and ``metadata`` (recorded nowhere, harmless), and the harness's own ``harness_skill``, ``harness_inputs`` and ``harness_arm``
 (what the OpenAI SDK's ``extra_body`` sends). ``max_tokens``, ``temperature``,
 ``parallel_tool_calls`` and ``tool_choice`` reach a server upstream only when the client sent
 them (``GenerationSettings.unsent``): nothing is injected. Anything else — ``n > 1``, ``logprobs``, a
