@@ -21,6 +21,9 @@ Store models (:data:`STORES`):
                empty part adds a slash, ``.``/``..`` resolve); ``write_at(dir, name)`` on
                ``file:{dir}/{name}``, ``write(path)`` on ``file:{path}``, ``write_p(path: Path)``
                on ``file:{path}``, ``mkdir(path)`` making its parents (``file:{path}``)
+``rooted``     the same file system, declared with the store's own key
+               (``identity=under_root("/srv")``): a relative and an absolute spelling of one
+               file are one record, so they may certify apart from other files
 ``object``     an object store keyed by raw strings: ``(bucket, key)`` exactly as sent;
                ``put(bucket, key)`` on ``obj:{bucket}/{key}``, ``put_main(key)`` on
                ``obj:main/{key}``
@@ -29,7 +32,7 @@ Store models (:data:`STORES`):
                ``doc:{key}/{field}``, ``touch_readme()`` on ``doc:Readme``
 ``composite``  a store keyed by a joined composite: ``put_pair(a, b)`` on ``kv:{a}-{b}``
                (the store keys ``f"{a}-{b}"``), ``put(key)`` on ``kv:{key}``,
-               ``put_parts(parts: list)`` keyed ``"-".join(parts)`` (declared with
+               ``put_parts(parts: list)`` keyed ``"".join(parts)`` (declared with
                ``identity=``)
 ``numeric``    a store keyed by a number's value: ``put(n: float)`` and ``put_i(i: int)`` on
                ``num:{n}``, ``put_s(s: str)`` on ``num:{s}`` (the store parses it with
@@ -45,28 +48,39 @@ and huge values (10,000-character names, 5,000-digit numbers, ``1e4000000``).
 ``--cases N`` pairs per store (default 100,000); ``--stores`` a subset; ``--seed``;
 ``--json OUT`` writes the tally. Exit status 1 when any false fill is found. The unit tests
 run a smaller number (``tests/test_reference_stores.py``).
+
+Controls (``--control NAME``) each undo one rule of the proof and must find false fills, so
+the check can fail: ``raw_components`` (a component is its raw text, no proof key and no
+fold), ``per_element_identity`` (``identity=`` applied to each element of a list, the rule
+before issue 40), ``join_absolute`` (an absolute value joined under the text before it
+instead of cutting the target to its namespace).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import posixpath
 import random
 import sys
 import time
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path, PurePosixPath
 from typing import Any
+from unittest import mock
 
 from harness.conflicts import conflict
 from harness.effects import Footprint
+from harness.identity import under_root
 from harness.tools import Tool, Toolset, tool
 
 __all__ = (
+    "CONTROLS",
     "SPELLING_CLASSES",
     "STORES",
     "StoreModel",
@@ -130,13 +144,15 @@ def _unicode(rng: random.Random, text: str) -> str:
     for plain, forms in _CONFUSABLES.items():
         if plain in out and rng.random() < 0.7:
             out = out.replace(plain, rng.choice(forms), 1)
-    form = rng.choice(("NFC", "NFD", "NFKC", None))
-    return unicodedata.normalize(form, out) if form else out
+    form = rng.randrange(4)
+    if form == 3:
+        return out
+    return unicodedata.normalize(("NFC", "NFD", "NFKC")[form], out)
 
 
 def _padding(rng: random.Random, text: str) -> str:
     pads = (" ", "  ", "\t", "\u00a0", "\n", "0", "00")
-    left, right = rng.choice(pads + ("",)), rng.choice(pads + ("",))
+    left, right = rng.choice((*pads, "")), rng.choice((*pads, ""))
     if left.startswith("0") and not text[:1].isdigit():
         left = ""
     if right.startswith("0"):
@@ -315,6 +331,44 @@ def _posix_spell(rng: random.Random) -> Call:
     return kind, {"path": _text(rng, classes)}
 
 
+def _rooted_toolset() -> Toolset:
+    key = under_root(ROOT)
+
+    @tool(
+        write_targets="file:{dir}/{name}", read_targets="file:{dir}/{name}", identity={"dir": key}
+    )
+    def write_at(dir: str, name: str) -> str:
+        """Write ``name`` inside ``dir`` (the store's own key for ``dir``)."""
+        return "ok"
+
+    @tool(write_targets="file:{path}", read_targets="file:{path}", identity={"path": key})
+    def write(path: str) -> str:
+        """Write a file by its path under /srv (the store's own key)."""
+        return "ok"
+
+    @tool(write_targets="file:{path}", read_targets="file:{path}", identity={"path": key})
+    def write_p(path: Path) -> str:
+        """Write a file by its path under /srv (a Path argument, the store's own key)."""
+        return "ok"
+
+    def mkdir_targets(args: Mapping[str, Any]) -> list[str]:
+        # The directory, and each parent it may create (the root itself exists).
+        path = key(args["path"])
+        out = ["file:" + path]
+        parent = posixpath.dirname(path)
+        while parent.startswith(ROOT + "/"):
+            out.append("file:" + parent)
+            parent = posixpath.dirname(parent)
+        return out
+
+    @tool(write_targets=mkdir_targets, read_targets=mkdir_targets)
+    def mkdir(path: str) -> str:
+        """Make a directory and its parents under /srv."""
+        return "ok"
+
+    return Toolset([write_at, write, write_p, mkdir], name="rooted")
+
+
 # -- object store -------------------------------------------------------------------------------
 
 
@@ -403,7 +457,7 @@ def _folding_spell(rng: random.Random) -> Call:
 
 
 def _joined(parts: Sequence[str]) -> str:
-    return "-".join(parts)
+    return "".join(parts)
 
 
 def _composite_toolset() -> Toolset:
@@ -419,7 +473,7 @@ def _composite_toolset() -> Toolset:
 
     @tool(write_targets="kvp:{parts}", read_targets="kvp:{parts}", identity={"parts": _joined})
     def put_parts(parts: list[str]) -> str:
-        """Write the record of the ``kvp`` store keyed by the parts joined with '-'."""
+        """Write the record of the ``kvp`` store keyed by the parts concatenated."""
         return "ok"
 
     return Toolset([put_pair, put, put_parts], name="composite")
@@ -434,12 +488,15 @@ def _composite_records(name: str, args: Mapping[str, Any]) -> frozenset[Record]:
 
 
 def _composite_spell(rng: random.Random) -> Call:
-    pool = ("a", "b", "a-b", "b-a", "a-b-a", "", "-", "a-", "-b")
+    pool = ("a", "b", "ab", "a-b", "b-a", "a-b-a", "", "-", "a-", "-b")
     kind = rng.choice(("put_pair", "put", "put_parts"))
     if kind == "put_pair":
         return kind, {"a": rng.choice(pool), "b": rng.choice(pool)}
-    if kind == "put_parts":
-        return kind, {"parts": [rng.choice(pool) for _ in range(rng.choice((1, 2, 3)))]}
+    if kind == "put_parts":  # one of a few records, split into parts at random places
+        word = rng.choice(("ab", "abc", "a-b", "ba"))
+        cuts = sorted(rng.sample(range(len(word) + 1), rng.choice((0, 1, 2))))
+        bounds = [0, *cuts, len(word)]
+        return kind, {"parts": [word[i:j] for i, j in itertools.pairwise(bounds)]}
     return kind, {"key": rng.choice(pool) if rng.random() < 0.7 else _text(rng)}
 
 
@@ -501,6 +558,9 @@ STORES: Mapping[str, Callable[[], StoreModel]] = {
     "posix": lambda: StoreModel(
         "posix", _posix_toolset(), _posix_records, _posix_related, _posix_spell
     ),
+    "rooted": lambda: StoreModel(
+        "rooted", _rooted_toolset(), _posix_records, _posix_related, _posix_spell
+    ),
     "object": lambda: StoreModel(
         "object", _object_toolset(), _object_records, _equal, _object_spell
     ),
@@ -513,6 +573,57 @@ STORES: Mapping[str, Callable[[], StoreModel]] = {
     "numeric": lambda: StoreModel(
         "numeric", _numeric_toolset(), _numeric_records, _equal, _numeric_spell
     ),
+}
+
+
+# -- controls: each undoes one rule -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _raw_components() -> Iterator[None]:
+    from benchmarks.soundness_identity import IDENTITY_CONTROLS
+
+    with IDENTITY_CONTROLS["raw_components"]():
+        yield
+
+
+@contextlib.contextmanager
+def _per_element_identity() -> Iterator[None]:
+    from harness import effects
+    from harness.identity import Each
+
+    original = effects._Identities.values
+
+    def values(self: Any, name: str, value: Any) -> Any:
+        keyed = self.identity.get(name)
+        if keyed is not None and not isinstance(keyed, Each):
+            self = effects._Identities(self.folds, {**self.identity, name: Each(keyed)})
+        return original(self, name, value)
+
+    with mock.patch.object(effects._Identities, "values", values):
+        yield
+
+
+@contextlib.contextmanager
+def _join_absolute() -> Iterator[None]:
+    from harness import effects
+
+    original = effects._Identities._typed
+
+    def typed(self: Any, name: str, value: Any) -> Any:
+        found = original(self, name, value)
+        if found.text is not None and found.text.startswith("/"):
+            return effects._Value(found.text.lstrip("/"))
+        return found
+
+    with mock.patch.object(effects._Identities, "_typed", typed):
+        yield
+
+
+CONTROLS: Mapping[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
+    "raw_components": _raw_components,
+    "per_element_identity": _per_element_identity,
+    "join_absolute": _join_absolute,
 }
 
 
@@ -548,8 +659,16 @@ def _footprint(t: Tool, args: Mapping[str, Any]) -> tuple[Footprint, Mapping[str
     return t.footprint(dict(args)), checked.values
 
 
-def run_store(name: str, cases: int, seed: int = 0, *, keep: int = 5) -> StoreTally:
-    """Draw ``cases`` pairs of calls on store ``name`` and count false fills."""
+def run_store(
+    name: str, cases: int, seed: int = 0, *, keep: int = 5, control: str | None = None
+) -> StoreTally:
+    """Draw ``cases`` pairs of calls on store ``name`` and count false fills (under
+    ``control``, one rule undone: :data:`CONTROLS`)."""
+    with CONTROLS[control]() if control else contextlib.nullcontext():
+        return _run_store(name, cases, seed, keep)
+
+
+def _run_store(name: str, cases: int, seed: int, keep: int) -> StoreTally:
     store = STORES[name]()
     rng = random.Random(f"{seed}:{name}")
     tally = StoreTally(name)
@@ -607,11 +726,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--stores", nargs="+", choices=sorted(STORES), default=list(STORES), help="store models"
     )
     parser.add_argument("--json", type=Path, help="write the tally as JSON here")
+    parser.add_argument(
+        "--control", choices=sorted(CONTROLS), help="undo one rule (must find false fills)"
+    )
     args = parser.parse_args(argv)
     tallies = []
     print(f"{'store':<10} {'pairs':>8} {'refused':>8} {'apart':>8} {'together':>9} {'false':>6}")
     for name in args.stores:
-        t = run_store(name, args.cases, args.seed)
+        t = run_store(name, args.cases, args.seed, control=args.control)
         tallies.append(t)
         print(
             f"{t.store:<10} {t.pairs:>8} {t.refused:>8} {t.apart:>8} {t.together:>9} "

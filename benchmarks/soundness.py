@@ -27,7 +27,7 @@ between its read and its write, so calls that do not commute show it when run to
 
 ``--control NAME`` runs the same cases with one of the fixes undone (a deliberately unsound
 rule), to show the generators catch it: ``raw_targets`` (targets from the raw JSON, no
-validation, coercion or fold), ``reads_are_writes`` (a writer without read targets reads what
+validation, coercion, fold or proof keys), ``reads_are_writes`` (a writer without read targets reads what
 it writes), ``exact_targets`` (no hierarchy: targets compared as exact strings),
 ``no_provenance`` (arguments not checked against their sources). The command exits 0 when
 the count of false fills is what it should be: 0 without a control, more than 0 with one.
@@ -529,7 +529,12 @@ def _raw_targets() -> Iterator[None]:
         )
         return plain.footprint({k: spell(v) for k, v in raw.items()})
 
-    with mock.patch.object(Tool, "footprint", footprint):
+    from harness import effects
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(Tool, "footprint", footprint))
+        # (and components as written: proof keys would merge the raw spellings again)
+        stack.enter_context(mock.patch.object(effects, "proof_key", lambda text: text or None))
         yield
 
 

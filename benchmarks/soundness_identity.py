@@ -26,12 +26,15 @@ run together lose an update, and their results differ from the serial run's. Eac
 under S, F, F+eager and P (:func:`run_arms`); a **false fill** is an arm whose results or
 final store differ from S's, an **exception** an arm that raised.
 
-Controls (``--control``) undo one fix of issue 25 each and must find false fills (or, for
-``recursive_identity``, exceptions): ``no_type_identity`` (values spelled as before: offsets
-and paths as written), ``open_folds`` (a fold applied once, not to its fixed point; no
-whole-target fold of literal text and composite templates), ``no_store_identity``
-(``identity=`` ignored), ``literal_globs`` (``doc:*`` a literal name),
-``recursive_identity`` (identities computed recursively, no bound on nesting).
+Controls (``--control``) undo one rule each and must find false fills (or, for
+``recursive_identity``, exceptions): ``raw_components`` (no proof keys and no folds: a
+component is its raw text and a value ``str(value)``, so spellings a store merges look
+distinct),
+``recursive_identity`` (arguments parsed without the nesting bound and values spelled
+recursively: deep arguments raise from F and P). Since issue 40 the rules of issue 25's other
+controls (closed folds, whole-target folds of literal text, globs, ``identity=``) can no
+longer give a false fill when undone: a component outside the proof set is its namespace,
+whatever a fold makes of it.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ import anyio.lowlevel
 import pydantic
 
 from harness.engines.base import Message, ToolSpec
-from harness.identity import Fold, normalise_path
+from harness.identity import normalise_path
 from harness.manifest import Manifest
 from harness.task import Task
 from harness.tools import Toolset, tool
@@ -204,18 +207,23 @@ def _utc(when: datetime.datetime) -> str:
 
 
 def _instant(store: dict[str, Any]) -> Toolset:
-    @tool(write_targets="at:{when}", read_targets="at:{when}")
+    # An instant is no proof by itself (a store may drop the offset): the store's own key.
+    @tool(write_targets="at:{when}", read_targets="at:{when}", identity={"when": _utc})
     async def add(when: datetime.datetime, n: int) -> int:
         return await _bump(store, _utc(when), n)
 
     return Toolset([add])
 
 
+def _utc_time(at: datetime.time) -> str:
+    moment = datetime.datetime.combine(datetime.date(2000, 1, 2), at)
+    return moment.astimezone(UTC).time().isoformat()
+
+
 def _time(store: dict[str, Any]) -> Toolset:
-    @tool(write_targets="alarm:{at}", read_targets="alarm:{at}")
+    @tool(write_targets="alarm:{at}", read_targets="alarm:{at}", identity={"at": _utc_time})
     async def add(at: datetime.time, n: int) -> int:
-        moment = datetime.datetime.combine(datetime.date(2000, 1, 2), at)
-        return await _bump(store, moment.astimezone(UTC).time().isoformat(), n)
+        return await _bump(store, _utc_time(at), n)
 
     return Toolset([add])
 
@@ -547,68 +555,28 @@ def run_identity_property(
 
 
 @contextlib.contextmanager
-def _no_type_identity() -> Iterator[None]:
+def _raw_components() -> Iterator[None]:
+    """No proof: every component is its raw text (any characters, no merging of spellings),
+    every value ``str(value)``, and no fold applied."""
     from harness import effects
-    from harness.effects import canonical_text
-
-    def spelled(value: Any, fold: Fold | None = None) -> str | None:
-        try:
-            if isinstance(value, datetime.datetime | datetime.time):
-                return value.isoformat()
-            if isinstance(value, Path):
-                return value.as_posix()
-            return canonical_text(fold.apply(value) if fold is not None else value)
-        except Exception:
-            return None
-
-    with mock.patch.object(effects, "identity_text", spelled):
-        yield
-
-
-@contextlib.contextmanager
-def _open_folds() -> Iterator[None]:
-    from harness import effects, identity
-
-    def once(self: Fold, text: str) -> str:
-        return self._once(text)
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(identity.Fold, "__call__", once))
-        stack.enter_context(mock.patch.object(effects, "fold_text", lambda steps, text: text))
-        stack.enter_context(mock.patch.object(effects, "normalise_path", lambda text: text))
-        yield
-
-
-@contextlib.contextmanager
-def _no_store_identity() -> Iterator[None]:
-    from harness import effects
-
-    original = effects._Identities.__init__
-
-    def init(self: Any, folds: Any, identity: Any) -> None:
-        original(self, folds, None)
-
-    with mock.patch.object(effects._Identities, "__init__", init):
-        yield
-
-
-@contextlib.contextmanager
-def _literal_globs() -> Iterator[None]:
-    from harness import effects
-
-    with mock.patch.object(effects, "GLOB_CHARS", ""):
+        stack.enter_context(mock.patch.object(effects, "proof_key", lambda text: text or None))
+        stack.enter_context(mock.patch.object(effects, "value_text", str))
+        stack.enter_context(mock.patch.object(effects._Identities, "fold", return_value=None))
+        stack.enter_context(mock.patch.object(effects._Identities, "all_folds", return_value=[str]))
         yield
 
 
 @contextlib.contextmanager
 def _recursive_identity() -> Iterator[None]:
     from harness import effects
+    from harness.engines import base
     from harness.tools import Tool
 
-    def recursive(value: Any, fold: Fold | None = None) -> str | None:
+    def recursive(value: Any) -> str | None:
         if isinstance(value, Mapping):
-            inner = ",".join(f"{k}:{recursive(v, fold)}" for k, v in sorted(value.items()))
-            return "{" + inner + "}"
+            return "{" + ",".join(f"{k}={recursive(v)}" for k, v in sorted(value.items())) + "}"
         return str(value)
 
     def footprint(self: Tool, arguments: Any, **_: Any) -> effects.Footprint:
@@ -619,15 +587,13 @@ def _recursive_identity() -> Iterator[None]:
         return effects.Footprint(writes, reads)
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(effects, "identity_text", recursive))
+        stack.enter_context(mock.patch.object(effects, "value_text", recursive))
         stack.enter_context(mock.patch.object(Tool, "footprint", footprint))
+        stack.enter_context(mock.patch.object(base, "loads_bounded", json.loads))
         yield
 
 
 IDENTITY_CONTROLS: Mapping[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
-    "no_type_identity": _no_type_identity,
-    "open_folds": _open_folds,
-    "no_store_identity": _no_store_identity,
-    "literal_globs": _literal_globs,
+    "raw_components": _raw_components,
     "recursive_identity": _recursive_identity,
 }

@@ -10,34 +10,30 @@ footprints conflict lives in :mod:`harness.conflicts`.
 **Target specs.** A template such as ``"doc:{key}/status"``, several templates, or a function
 ``arguments -> targets``. A template's fields are argument names only: no positional
 (``{}``), attribute, index, conversion (``!r``) or format spec (``:03d``) — those are
-rejected when the effect is declared, because a formatted spelling is not a canonical name.
-A list (or tuple, set) argument expands to one target per element; several list arguments
-expand to their product.
+rejected when the effect is declared. A list (or tuple, set) argument names one record per
+element; several list arguments expand to their product.
 
-**Canonical targets.** Targets are filled from the *validated* arguments, the values the
-tool function receives (after JSON Schema validation and the tool's pydantic model), each by
-its *identity* (:mod:`harness.identity`): an aware datetime is its UTC instant, a path its
-lexical normal form, a number its value, a model or mapping the canonical JSON of its
-folded leaves; a value whose identity is unknown (a naive datetime, an unknown type) cuts
-the target back to its namespace (``doc:{key}`` becomes ``doc:``), so it certifies with
-nothing else in that namespace. A tool whose store *folds* names declares it with
-``canonical=`` (a :class:`~harness.identity.Fold`, for all string arguments or per
-argument); the fold is closed (applied to a fixed point), reaches string leaves inside
-lists, mappings and models, and its Unicode steps (``case``, ``nfc``, ``nfkc``) fold the
-whole filled target, literal template text included (``doc:Readme`` and ``doc:{key}`` with
-``key="README"`` under ``case`` are one target). A template with a ``path`` fold, or with a
-``Path`` value, is joined first and then normalised as one path after its scheme
-(``file:{dir}/{name}`` with ``dir="."``, ``name="b"`` is ``file:b``). A store that keys
-records with its own function declares it per argument with ``identity=``. Two spellings
-that the store treats as one resource must have one canonical target: over-approximating
-only costs parallelism, under-folding is a false declaration the certification kit looks
-for.
+**Distinct only by proof.** A target is a *namespace* (the template's text up to its first
+``:`` before any field, lower case) and a tuple of *components*: the rest of the template
+and its fields' values, split at ``/`` and ``:`` the way a path join splits them (empty and
+``.`` components dropped; ``..``, or a value that starts with ``/``, makes the target its
+namespace). Each component is a **proof key** (:func:`harness.identity.proof_key`): a plain
+ASCII name or a number, with every spelling a store may merge merged; a component outside
+that closed set makes the target its whole namespace, so it overlaps everything there.
+Values are read from the *validated* arguments (what the tool function receives) by
+:func:`harness.identity.value_text`: datetimes, booleans, ``None`` and containers are
+outside the set. A declared fold (``canonical=``) runs on whole values first; a store's own
+key (``identity=``, per argument, on the whole value unless declared with
+:func:`~harness.identity.each`) fills whole components exactly. The target is written
+``namespace + "/".join(components)``: components hold no separator, so the text is never
+parsed again, and a prefix of components is an ancestor (see :mod:`harness.conflicts`).
+Over-approximating overlap costs parallelism, never correctness.
 
 **Wildcards and bounds.** A template with a glob character (``*``, ``?``, ``[``) names
-every resource from the glob on: ``doc:*`` is the namespace ``doc:`` (it overlaps every
-``doc:`` target), ``doc:{key}/*`` is ``doc:<key>/``. A target longer than
-:data:`MAX_TARGET_LENGTH` characters or deeper than :data:`MAX_TARGET_DEPTH` separators is cut
-back to its ancestor within the bound.
+every resource from the glob on: ``doc:*`` is the namespace ``doc:``, ``doc:{key}/*`` is
+``doc:<key>/``. A body longer than 2,048 characters or of more than
+:data:`MAX_TARGET_DEPTH` components is its namespace; a target longer than
+:data:`MAX_TARGET_LENGTH` characters is cut back to its ancestor within the bound.
 
 **Unknown is everything.** ``write_targets=None`` on a tool that is not read-only, and
 ``read_targets=None`` on any tool, mean *unknown*: that side of the footprint is ``None``
@@ -63,6 +59,7 @@ import functools
 import itertools
 import json
 import numbers
+import re
 import string
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -74,11 +71,13 @@ from typing import Any
 from harness.errors import ToolsetError
 from harness.identity import (
     FOLD_STEPS,
+    Each,
     Fold,
-    fold_text,
+    exact_key,
     identity_text,
-    normalise_path,
     number_text,
+    proof_key,
+    value_text,
 )
 
 __all__ = (
@@ -94,6 +93,7 @@ __all__ = (
     "WriteTargets",
     "bound_target",
     "canonical_text",
+    "literal_target",
     "template_fields",
 )
 
@@ -253,22 +253,67 @@ def bound_target(text: str) -> str:
     return text
 
 
+#: Characters that split a target's body into components: ``doc:{key}/status`` has the
+#: components ``key`` and ``status``; ``cal:{user}:{day}`` has ``user`` and ``day``.
+_COMPONENT_SEPARATORS = re.compile("[/:]")
+
+
+#: The longest body text a target is built from (characters); a longer one is unknown.
+_MAX_BODY = 4 * MAX_TARGET_LENGTH
+
+
+class _Cut(Exception):
+    """A component cannot be proven distinct: the target is its whole namespace."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Value:
+    """What fills one field: the text a store reads (structured into components when the
+    target is filled), or the components the store's own ``identity=`` gave (exact, each
+    one component); neither when the value is outside the proof set (unknown)."""
+
+    text: str | None = None
+    exact: tuple[str, ...] | None = None
+
+
+_UNKNOWN_VALUE = _Value()
+
+
+def _component(segment: str) -> str | None:
+    """One component of a body: skipped (``None``) when empty or ``.``, its proof key, or
+    :class:`_Cut` when it is ``..`` or cannot be proven distinct."""
+    if segment in ("", "."):
+        return None
+    if segment == "..":  # (a parent: the path may leave everything before it)
+        raise _Cut
+    key = proof_key(segment)
+    if key is None:
+        raise _Cut
+    return key
+
+
 @dataclass(frozen=True, slots=True)
 class _Template:
-    """A target template parsed once (when the effect is declared): its literal parts and
-    fields, where its scheme ends (``file:`` in ``file:{dir}/{name}``) and whether it is a
-    wildcard (``doc:*``, cut at the glob), so filling it per call is a join, not a parse."""
+    """A target template parsed once (when the effect is declared).
 
-    literals: tuple[str, ...]  # one more than fields: the text around each field
+    A target is a **namespace** (the template's text up to its first ``:``, when that comes
+    before any field: ``doc:``) and a tuple of **components**. The body after the namespace
+    is the literal text and the fields' values in order; it splits into components at ``/``
+    and ``:`` only, the way a path join splits it (an empty or ``.`` component is dropped,
+    ``..`` or an absolute value cuts the target to its namespace), and each component is a
+    proof key (:func:`harness.identity.proof_key`) or the target is cut to its namespace. A
+    field whose store key is declared (``identity=``) fills whole components of its own. The
+    target is written ``namespace + "/".join(components)``: components never hold a ``/`` or
+    ``:``, so the text is never parsed again, and a prefix of components is an ancestor."""
+
+    literals: tuple[str, ...]  # one more than fields: the body text around each field
     fields: tuple[str, ...]
     unique: tuple[str, ...]  # the fields, each once, in first-use order
-    scheme: int  # the length of the scheme (text up to the first ':' before any field)
+    namespace: str  # "doc:" (lower case), or "" for a template without one
     glob: bool  # the template was cut at a glob character
-    single: str | None = None  # the field of a plain one-field template (the common case)
-    # Whether a Unicode fold of the filled target is the literals around the folded value:
-    # literals of ASCII, each side of a field an ASCII non-letter (nothing composes or
-    # changes case across it).
-    stable: bool = False
+    # The common case, one field alone in its component: the encoded text before and after
+    # it ("doc:", "/status"); None otherwise, or when the literal text cannot be proven.
+    single: tuple[str, str, str] | None = None
 
     @classmethod
     def parse(cls, template: str) -> _Template:
@@ -290,98 +335,152 @@ class _Template:
                 pending = ""
         literals.append(pending)
         colon = literals[0].find(":")
-        scheme = colon + 1 if colon >= 0 else 0
-        single = fields[0] if len(fields) == 1 and not glob else None
-        edges = [lit[-1:] for lit in literals[:-1]] + [lit[:1] for lit in literals[1:]]
-        stable = all(lit.isascii() for lit in literals) and not any(
-            c.isalnum() for c in "".join(edges)
-        )
-        return cls(
-            tuple(literals),
-            tuple(fields),
-            tuple(dict.fromkeys(fields)),
-            scheme,
-            glob,
-            single,
-            stable,
-        )
+        namespace = literals[0][: colon + 1].lower() if colon >= 0 else ""
+        literals[0] = literals[0][colon + 1 :]
+        made = cls(tuple(literals), tuple(fields), tuple(dict.fromkeys(fields)), namespace, glob)
+        if len(fields) == 1 and not glob:
+            before, after = literals
+            alone = (not before or before[-1] in "/:") and (not after or after[0] in "/:")
+            if alone:
+                try:
+                    head = made._components([before])
+                    tail = made._components([after])
+                except _Cut:
+                    return made
+                prefix = namespace + "".join(c + "/" for c in head)
+                suffix = "".join("/" + c for c in tail)
+                object.__setattr__(made, "single", (fields[0], prefix, suffix))
+        return made
+
+    @staticmethod
+    def _components(texts: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        for segment in _COMPONENT_SEPARATORS.split("".join(texts)):
+            key = _component(segment)
+            if key is not None:
+                out.append(key)
+        return out
 
     def expand(self, arguments: Mapping[str, Any], ident: _Identities) -> list[str]:
-        """The canonical targets of a call: each field filled with its argument's identity
-        (:mod:`harness.identity`); a list argument expands to one target per element (a
-        product for several); a missing argument is unknown (the side is every resource); an
-        argument whose identity is unknown cuts the target back to its namespace. Values are
-        inserted verbatim (braces in a value are not re-read)."""
-        name = self.single
-        if name is not None and name in arguments and type(arguments[name]) is str:
-            value = arguments[name]
-            if ident.plain(name):  # the common case, nothing to fold
-                return [bound_target(self.literals[0] + value + self.literals[1])]
-            fold = ident.fold(name)
-            if (
-                self.stable
-                and fold is not None
-                and fold.unicode_only
-                and name not in ident.identity
-                and _invariant(fold.steps, self.literals)
-            ):  # folding the whole target would give the same text
-                return [bound_target(self.literals[0] + fold(value) + self.literals[1])]
-        choices: list[list[str | None]] = []
+        """The targets of a call: each field filled with its argument's value (a list
+        argument: one target per element, a product for several); a missing argument is
+        unknown (the side is every resource, :class:`_Unknown`); a value outside the proof
+        set cuts the target to its namespace."""
+        single = self.single
+        if single is not None:
+            name, prefix, suffix = single
+            value = arguments.get(name)
+            if type(value) is str and ident.plain(name):  # the common case
+                try:
+                    key = _component(value) if "/" not in value and ":" not in value else ""
+                except _Cut:
+                    return [self.namespace]
+                if key:
+                    return [bound_target(prefix + key + suffix)]
+        if not self.fields:
+            return [self._literal(ident)]
+        choices: list[list[_Value]] = []
         size = 1
-        paths = False
         for name in self.unique:
             if name not in arguments:
                 raise _Unknown(f"argument {name!r} missing")
-            value = arguments[name]
-            if isinstance(value, list | tuple | set | frozenset):
-                texts = list(dict.fromkeys(ident.of(name, v) for v in value))
-                paths = paths or any(isinstance(v, PurePath) for v in value)
-            else:
-                texts = [ident.of(name, value)]
-                paths = paths or isinstance(value, PurePath)
-            size *= len(texts)
+            values = ident.values(name, arguments[name])
+            size *= len(values)
             if size > MAX_TARGETS:
                 raise _Unknown(f"over {MAX_TARGETS} targets (a product of list arguments)")
-            choices.append(texts)
-        steps, path_fold = ident.template_folds(self)
-        path = paths or path_fold
+            choices.append(values)
         return [
-            self._fill(dict(zip(self.unique, combo, strict=True)), steps, path)
+            self._fill(dict(zip(self.unique, combo, strict=True)))
             for combo in itertools.product(*choices)
         ]
 
-    def _fill(self, texts: Mapping[str, str | None], steps: tuple[str, ...], path: bool) -> str:
-        literals = self.literals
-        parts = [literals[0]]
-        cut = self.glob
-        for i, name in enumerate(self.fields, 1):
-            text = texts[name]
-            if text is None:  # unknown identity: the whole namespace
-                cut = True
-                break
-            parts.append(text)
-            parts.append(literals[i])
-        target = "".join(parts)
-        if steps:
-            target = fold_text(steps, target)
-        if cut:
-            target = _cut_to_separator(target)
-        if path:
-            body = normalise_path(target[self.scheme :]) if target[self.scheme :] else ""
-            target = target[: self.scheme] + ("" if body == "." else body)
-        return bound_target(target)
+    def _literal(self, ident: _Identities) -> str:
+        """A template with no field: its text through every fold the tool declares (a store
+        folds every name it keys); spellings that folds disagree on are the namespace."""
+        body = self.literals[0]
+        filled = {self._fill({}, body=fold(body)) for fold in ident.all_folds()}
+        return filled.pop() if len(filled) == 1 else self.namespace
+
+    def _fill(self, values: Mapping[str, _Value], body: str | None = None) -> str:
+        namespace = self.namespace
+        done: list[str] = []  # components closed so far
+        current: list[str] = []  # text of the component being built
+        literals = self.literals if body is None else (body,)
+        try:
+            for i, literal in enumerate(literals):
+                self._append(literal, done, current)
+                if i == len(self.fields) or body is not None:
+                    continue
+                value = values[self.fields[i]]
+                if value.exact is not None:  # the store's own keys: whole components
+                    after = literals[i + 1]
+                    if "".join(current) or (after and after[0] not in "/:"):
+                        raise _Cut  # (an exact key must not share a component)
+                    done.extend(value.exact)
+                    current.clear()
+                    continue
+                text = value.text
+                if text is None or text.startswith("/") or ":" in text:
+                    # unknown; absolute (a join restarts the path there); or a ':' that a
+                    # store may parse (a time, a URL, a drive) rather than name
+                    raise _Cut
+                self._append(text, done, current)
+            if self.glob:
+                current.clear()  # (the glob's own component is any name)
+            elif current:
+                key = _component("".join(current))
+                if key is not None:
+                    done.append(key)
+        except _Cut:
+            return namespace
+        text = namespace + "/".join(done)
+        if self.glob and done:
+            text += "/"
+        return bound_target(text)
+
+    @staticmethod
+    def _append(text: str, done: list[str], current: list[str]) -> None:
+        if len(text) > _MAX_BODY:
+            raise _Cut  # (too long to prove anything about: bounded work per call)
+        parts = _COMPONENT_SEPARATORS.split(text)
+        if len(done) + len(parts) > MAX_TARGET_DEPTH:
+            raise _Cut  # (a later '..' could leave any ancestor within the bound)
+        current.append(parts[0])
+        for part in parts[1:]:
+            key = _component("".join(current))
+            if key is not None:
+                done.append(key)
+            current.clear()
+            current.append(part)
 
 
-@functools.lru_cache(maxsize=1024)
-def _invariant(steps: tuple[str, ...], literals: tuple[str, ...]) -> bool:
-    return all(fold_text(steps, literal) == literal for literal in literals)
+def _exact_components(out: Any) -> tuple[str, ...] | None:
+    """The components of a store key returned by an ``identity=`` function: a string is
+    split at ``/`` and ``:`` (a hierarchy), each part exact; a tuple or list is one
+    component per element; any other value one component, spelled by Python's equality
+    (:func:`harness.identity.identity_text`: ``1 == 1.0 == True``, one instant in any
+    offset). ``None`` when a part has no spelling the harness can vouch for."""
+    if isinstance(out, str):
+        parts: list[Any] = [p for p in _COMPONENT_SEPARATORS.split(out) if p not in ("", ".")]
+    elif isinstance(out, list | tuple):
+        parts = list(out)
+    else:
+        parts = [out]
+    keys: list[str] = []
+    for part in parts:
+        text = part if isinstance(part, str) else identity_text(part)
+        key = None if text is None else exact_key(text)
+        if key is None:
+            return None
+        keys.append(key)
+    return tuple(keys)
 
 
 class _Identities:
-    """An effect's identity rules, per argument: its ``identity=`` function, else its type
-    and fold (:func:`harness.identity.identity_text`)."""
+    """An effect's identity rules, per argument: its ``identity=`` function (the store's own
+    key, exact), else its fold and its type (:func:`harness.identity.value_text`)."""
 
-    __slots__ = ("folds", "identity", "whole")
+    __slots__ = ("folds", "identity")
 
     def __init__(
         self,
@@ -390,42 +489,64 @@ class _Identities:
     ) -> None:
         self.folds = folds
         self.identity = identity or {}
-        self.whole = folds if isinstance(folds, Fold) else None  # folds literal-only text
 
     def fold(self, name: str) -> Fold | None:
         if self.folds is None or isinstance(self.folds, Fold):
             return self.folds
         return self.folds.get(name)
 
+    def all_folds(self) -> list[Callable[[str], str]]:
+        """Every distinct fold the effect declares (the identity when it declares none)."""
+        if self.folds is None:
+            return [str]
+        if isinstance(self.folds, Fold):
+            return [self.folds]
+        return list(dict.fromkeys(self.folds.values())) or [str]
+
     def plain(self, name: str) -> bool:
-        """Whether ``name``'s string values are their own identity."""
+        """Whether ``name``'s string values are read as they are (no fold, no identity)."""
         return self.fold(name) is None and name not in self.identity
 
-    def of(self, name: str, value: Any) -> str | None:
+    def values(self, name: str, value: Any) -> list[_Value]:
+        """What fills ``name``'s field: one value, or one per element of a list argument
+        (under ``identity=``, only when it is declared with :func:`~harness.identity.each`:
+        otherwise the store keys the whole value)."""
         keyed = self.identity.get(name)
+        many = isinstance(value, list | tuple | set | frozenset)
         if keyed is not None:
-            try:
-                value = keyed(value)
-            except Exception:  # the store's key function cannot read it: unknown
-                return None
-            return identity_text(value)
-        return identity_text(value, self.fold(name))
+            if many and isinstance(keyed, Each):
+                return list(dict.fromkeys(self._keyed(keyed.fn, v) for v in value))
+            return [self._keyed(keyed, value)]
+        if many:
+            return list(dict.fromkeys(self._typed(name, v) for v in value))
+        return [self._typed(name, value)]
 
-    def template_folds(self, template: _Template) -> tuple[tuple[str, ...], bool]:
-        """The steps that fold the whole of ``template``'s targets (literal text included)
-        and whether its body is a path: those of its fields' folds, or for a template with
-        no field, of the tool's single fold."""
-        folds = [self.fold(f) for f in template.unique if f not in self.identity]
-        if not template.fields:
-            folds = [self.whole]
-        steps: list[str] = []
-        path = False
-        for fold in folds:
-            if fold is None:
-                continue
-            steps.extend(s for s in fold.text_steps if s not in steps)
-            path = path or fold.folds_paths
-        return tuple(steps), path
+    def _typed(self, name: str, value: Any) -> _Value:
+        fold = self.fold(name)
+        if fold is not None and isinstance(value, str):
+            try:
+                value = fold(value)
+            except Exception:  # a custom fold that cannot read it: unknown
+                return _UNKNOWN_VALUE
+        return _Value(value_text(value))
+
+    @staticmethod
+    def _keyed(fn: Callable[[Any], Any], value: Any) -> _Value:
+        try:
+            out = fn(value)
+        except Exception:  # the store's key function cannot read it: unknown
+            return _UNKNOWN_VALUE
+        return _Value(exact=_exact_components(out))
+
+
+def literal_target(text: str) -> str:
+    """A target named by text (what a target function returns), structured like a template
+    with no field: ``"doc:a/b"`` is the namespace ``doc:`` and the components ``a``, ``b``."""
+    colon = text.find(":")
+    template = _Template(
+        (text[colon + 1 :],), (), (), text[: colon + 1].lower() if colon >= 0 else "", False
+    )
+    return template._fill({})
 
 
 _Compiled = tuple[_Template, ...] | Callable[[Mapping[str, Any]], Iterable[str]] | None
@@ -528,6 +649,12 @@ class Effect:
         object.__setattr__(self, "read_targets", _check_spec(self.read_targets, "read_targets"))
         object.__setattr__(self, "canonical", _folds(self.canonical))
         object.__setattr__(self, "identity", _identity_spec(self.identity))
+        if self.identity and (callable(self.write_targets) or callable(self.read_targets)):
+            raise ToolsetError(
+                "identity= applies to target templates, not to a target function (it is "
+                "given the arguments as sent): key the values inside the function and drop "
+                "identity=, or name the targets with templates such as 'doc:{key}'."
+            )
         object.__setattr__(self, "_writes", _compile_spec(self.write_targets))
         object.__setattr__(self, "_reads", _compile_spec(self.read_targets))
         object.__setattr__(self, "_ident", _Identities(self.canonical, self.identity))
@@ -707,7 +834,7 @@ def _from_function(
     produced = fn(arguments)
     if isinstance(produced, str | bytes) or not isinstance(produced, Iterable):
         raise TypeError(f"the target function returned {type(produced).__name__}, not a list")
-    out = {bound_target(canonical_text(t)) for t in itertools.islice(produced, MAX_TARGETS + 1)}
+    out = {literal_target(canonical_text(t)) for t in itertools.islice(produced, MAX_TARGETS + 1)}
     if len(out) > MAX_TARGETS:
         raise _Unknown(f"over {MAX_TARGETS} targets")
     return out

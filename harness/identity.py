@@ -1,9 +1,22 @@
 """Identity: when two argument values name one record of a store.
 
-The certifier may run two calls together only when they touch different records, so it has
-to know when two *spellings* are one record. This module owns that knowledge, for the
-certifier (:mod:`harness.effects` builds a call's targets with it) and for the certification
-kit (which checks it against a real store). It is derived from two things only:
+The certifier may run two calls together only when it can **prove** they touch different
+records (issue 40). This module owns that proof, for the certifier (:mod:`harness.effects`
+builds a call's targets with it) and for the certification kit:
+
+- :func:`proof_key` — the key of one name component, from a small closed set of forms (plain
+  ASCII names and numbers) whose distinctness no store's folding can undo; every spelling a
+  store may merge (case, ``.``/``_``/``-``, leading zeros, numeric spellings) has one key,
+  and anything else has none (the target is then its whole namespace);
+- :func:`value_text` — the text a store reads for a validated scalar, or ``None`` outside
+  the set (datetimes, booleans, ``None``, containers: declare ``identity=``);
+- :func:`exact_key` — a name the store's own ``identity=`` function gave, exact;
+- :func:`each` (``identity=`` per element of a list) and :func:`under_root` (the key of a
+  file store rooted at a directory).
+
+What follows is :func:`identity_text`: a value's spelling under Python's equality (one
+spelling for ``1``, ``1.0`` and ``True``; one instant in any offset), used for what a
+store's own ``identity=`` function returns and for counting a manifest's distinct slots.
 
 **The value's type** (:func:`identity_text`), applied to the *validated* value — what the tool
 function receives after JSON Schema validation and its pydantic model:
@@ -58,6 +71,8 @@ import fractions
 import json
 import math
 import numbers
+import posixpath
+import re
 import unicodedata
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -70,11 +85,19 @@ from harness.errors import ToolsetError
 
 __all__ = (
     "FOLD_STEPS",
+    "MAX_NAME",
     "MAX_NODES",
+    "Each",
     "Fold",
+    "UnderRoot",
+    "each",
+    "exact_key",
     "identity_text",
     "normalise_path",
     "number_text",
+    "proof_key",
+    "under_root",
+    "value_text",
 )
 
 #: The most parts (leaves, keys, containers) one value may have; a bigger value is unknown.
@@ -83,6 +106,9 @@ MAX_NODES = 4096
 MAX_IDENTITY = 1 << 16
 #: How many times a fold is applied at most while looking for its fixed point or cycle.
 _MAX_FOLD_ROUNDS = 32
+#: Numbers beyond these (decimal exponent, significant digits) are never expanded to digits.
+_MAX_EXPONENT = 64
+_MAX_DIGITS = 128
 
 
 # -- paths -----------------------------------------------------------------------------------
@@ -266,6 +292,8 @@ def number_text(value: Any) -> str:
     if isinstance(value, Decimal):
         if not value.is_finite():  # Decimal("Infinity") == float("inf")
             return "nan" if value.is_nan() else repr(float(value))
+        if abs(value.adjusted()) > _MAX_EXPONENT or len(value.as_tuple().digits) > _MAX_DIGITS:
+            return str(value.normalize())  # exact, and never a number of millions of digits
         exact = fractions.Fraction(value)
     elif isinstance(value, numbers.Rational):
         exact = fractions.Fraction(int(value.numerator), int(value.denominator))
@@ -409,3 +437,157 @@ class _Text(str):
     """A piece of encoded text on :func:`_nested`'s stack (never a value to encode)."""
 
     __slots__ = ()
+
+
+# -- proof of distinctness -------------------------------------------------------------------
+#
+# The certifier lets two calls run together only when it can *prove* they touch different
+# records. A target is a namespace and a tuple of components; each component is a **proof
+# key**: a name from a small closed set of forms whose distinctness no store's folding can
+# undo. Anything outside that set is unknown, and an unknown component makes the target its
+# whole namespace (it overlaps every record there): over-approximating costs parallelism,
+# never correctness.
+
+#: The characters of a plain name: ASCII letters, digits, ``.``, ``_`` and ``-``.
+_PLAIN = re.compile(r"[A-Za-z0-9._-]+\Z")
+#: A number as ``int()``, ``float()`` or ``Decimal()`` would read it.
+_NUMBER = re.compile(r"[+-]?(?:\d[\d_]*)?(?:\.\d[\d_]*)?(?:[eE][+-]?\d+)?\Z")
+#: Runs of the characters stores unify or drop (``a-b``, ``a_b``, ``a.b``, ``a__b``).
+_RUNS = re.compile(r"[._+-]+")
+#: Leading zeros of a run of digits (``007`` is ``7``; ``0.5`` keeps its zero).
+_ZEROS = re.compile(r"(?<![0-9])0+(?=[0-9])")
+#: The longest plain name (characters); a longer one is unknown (a store may truncate it).
+MAX_NAME = 128
+
+
+def proof_key(text: str) -> str | None:
+    """The proof key of one name component, or ``None`` when its distinctness cannot be
+    proven.
+
+    A component is provable when it is a plain ASCII name (letters, digits, ``.``, ``_``,
+    ``-``, at most :data:`MAX_NAME` characters) or a number. Its key merges every spelling
+    a store may treat as one: letter case, the separators ``.``/``_``/``-`` (runs of them are
+    one ``.``; leading and trailing ones dropped), leading zeros of a run of digits, and a
+    number's spellings (``7``, ``07``, ``+7``, ``7.0``, ``7e0``, ``7_0`` reads as 70). Two
+    components with different keys are different under case folding, Unicode normalisation
+    (of ASCII, a no-op), whitespace and padding rules, separator unification (PEP 503 style),
+    numeric parsing and path rules; merging more than a store does only costs parallelism.
+    Anything else — a character outside the alphabet (spaces, ``/``, ``:``, ``\\``,
+    non-ASCII letters, confusables), an empty or over-long name, a number beyond 64 decimal
+    orders or 128 digits — is ``None``."""
+    if not text or len(text) > MAX_NAME:
+        return None
+    if _NUMBER.match(text) and any(c.isdigit() for c in text):
+        number = _number_name(text)
+        if number is None:
+            return None
+        text = number
+    elif not _PLAIN.match(text):
+        return None
+    key = _ZEROS.sub("", _RUNS.sub(".", text.lower()).strip("."))
+    return _WORDS.get(key, key) or None
+
+
+#: Words ``float()`` reads as one number.
+_WORDS = {"infinity": "inf"}
+
+
+def _number_name(text: str) -> str | None:
+    try:
+        value = Decimal(text)
+    except ArithmeticError:
+        return None
+    if not value.is_finite() or abs(value.adjusted()) > _MAX_EXPONENT:
+        return None
+    if len(value.as_tuple().digits) > _MAX_DIGITS:
+        return None
+    value = value.normalize()
+    if value == 0:
+        return "0"
+    return format(value, "f")
+
+
+def exact_key(text: str) -> str | None:
+    """A name the store's own ``identity=`` function gave: its proof key when it is plain,
+    else an exact, injective escape of it (``%`` and the UTF-8 bytes in hex, never equal to a
+    proof key). ``None`` for text that cannot be encoded (a lone surrogate)."""
+    key = proof_key(text)
+    if key is not None:
+        return key
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return "%" + "".join(chr(b) if (48 <= b <= 57 or 97 <= b <= 122) else f"%{b:02X}" for b in data)
+
+
+def value_text(value: Any) -> str | None:
+    """The text a store reads for a validated scalar value, or ``None`` when the value is
+    not in the closed set of forms whose distinctness the harness can prove.
+
+    In the set: strings (as they are), integers (up to 128 digits), finite floats and
+    decimals (within 64 decimal orders), fractions that are integers, enums (their value),
+    UUIDs (lower-case hyphenated), dates (ISO 8601) and paths (POSIX text). Out of it:
+    ``bool`` and ``None`` (stores key them as numbers, words or not at all), datetimes,
+    times and durations (a store keys a moment in its own zone or granularity: declare
+    ``identity=``), collections and models, anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, enum.Enum):
+        return value_text(value.value)
+    if isinstance(value, int):
+        return str(value) if value.bit_length() <= 420 else None
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else None
+    if isinstance(value, Decimal):
+        return _number_name(str(value)) if value.is_finite() else None
+    if isinstance(value, fractions.Fraction):
+        return value_text(value.numerator) if value.denominator == 1 else None
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, datetime.datetime | datetime.time | datetime.timedelta):
+        return None
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, PurePath):
+        return value.as_posix()
+    return None
+
+
+@dataclass(frozen=True)
+class Each:
+    """``identity={"keys": each(fn)}``: the store keys every *element* of a list argument
+    with ``fn`` (one record per element). Without it, ``identity=`` receives the whole value
+    (a list argument names the one record its whole value keys)."""
+
+    fn: Callable[[Any], Any]
+
+    def __call__(self, value: Any) -> Any:
+        return self.fn(value)
+
+
+def each(fn: Callable[[Any], Any]) -> Each:
+    """Mark an ``identity=`` function as applied to each element of a list argument."""
+    return Each(fn)
+
+
+@dataclass(frozen=True)
+class UnderRoot:
+    """The key of a file store rooted at ``root`` that joins paths the standard library's
+    way: a relative path lies under the root, an absolute one is itself, ``.``/``..`` and
+    repeated slashes resolve lexically (symlinks are not followed). Use it as the store's
+    own key, ``identity={"path": under_root("/srv")}``, so ``a/b`` and ``/srv/a/b`` are one
+    record. Two keys with the same root are equal (tools may share it)."""
+
+    root: str
+
+    def __call__(self, path: Any) -> str:
+        text = path.as_posix() if isinstance(path, PurePath) else str(path)
+        return posixpath.normpath(posixpath.join(self.root, text))
+
+
+def under_root(root: str) -> UnderRoot:
+    """The store key of a file system rooted at ``root`` (see :class:`UnderRoot`)."""
+    return UnderRoot(posixpath.normpath(root))

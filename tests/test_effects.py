@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.effects import MAX_TARGETS, Effect, Fold, Footprint, canonical_text
+from harness.effects import MAX_TARGETS, Effect, Fold, Footprint, canonical_text, literal_target
 from harness.errors import ToolsetError
 from harness.tools import Tool, Toolset, tool
 
@@ -64,7 +64,7 @@ def test_a_coercible_spelling_names_the_same_target_through_the_tools_model() ->
 
     upper = put.footprint({"n": 1.0, "u": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"})
     lower = put.footprint({"n": 1, "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"})
-    assert upper.writes == lower.writes == {"row:1/a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"}
+    assert upper.writes == lower.writes == {"row:1/a0eebc99.9c0b.4ef8.bb6d.6bb9bd380a11"}
 
 
 def test_a_spec_tool_without_a_model_still_spells_numbers_canonically() -> None:
@@ -101,7 +101,7 @@ def test_a_fold_can_be_declared_per_argument() -> None:
     effect = Effect.declare(
         write_targets="{bucket}/{path}", read_targets=(), canonical={"path": "path"}
     )
-    assert effect.targets({"bucket": "B", "path": "a//b/./c/"}) == {"B/a/b/c"}
+    assert effect.targets({"bucket": "B", "path": "a//b/./c/"}) == {"b/a/b/c"}
 
 
 def test_the_case_fold_covers_stores_that_fold_with_upper() -> None:
@@ -225,16 +225,21 @@ def test_the_old_effect_import_path_still_works() -> None:
     assert Tool(name="t", parameters={"type": "object"}).effect == Effect.worst_case()
 
 
-_TEMPLATE_PARTS = st.sampled_from(["doc:", "/", "{{", "}}", "x", "{key}", "{field}", "{key}"])
+_TEMPLATE_PARTS = st.sampled_from([":", "/", "{{", "}}", "x", ".", "{key}", "{field}", "{key}"])
+_VALUE = st.text(alphabet=st.characters(exclude_characters="/"), max_size=4)
 
 
-@given(st.lists(_TEMPLATE_PARTS, min_size=1, max_size=6), st.text(max_size=4), st.text(max_size=4))
-def test_a_compiled_template_fills_like_str_format(parts: list[str], key: str, field: str) -> None:
-    template = "".join(parts)
+@given(st.lists(_TEMPLATE_PARTS, min_size=1, max_size=6), _VALUE, _VALUE)
+def test_a_compiled_template_fills_like_its_formatted_text(
+    parts: list[str], key: str, field: str
+) -> None:
+    """Filling a parsed template is the structure of the text ``str.format`` writes: the
+    namespace, then the components split at '/' and ':' (values hold no '/', so no join
+    restarts the path)."""
+    template = "doc:" + "".join(parts)
     effect = Effect.declare(idempotent=True, write_targets=template, read_targets=())
-    expected = template.format_map({"key": key, "field": field})
-    footprint = effect.footprint({"key": key, "field": field})
-    assert footprint.writes is None if expected == "" else footprint.writes == {expected}
+    expected = literal_target(template.format_map({"key": key, "field": field}))
+    assert effect.footprint({"key": key, "field": field}).writes == {expected}
 
 
 def test_a_compiled_template_expands_list_arguments_to_their_product() -> None:

@@ -51,10 +51,7 @@ def test_no_identity_class_gives_a_false_fill_or_an_exception_in_130_cases() -> 
 @pytest.mark.parametrize(
     ("control", "classes"),
     [
-        ("no_type_identity", ("instant", "time")),
-        ("open_folds", ("literal", "composite")),
-        ("no_store_identity", ("store_identity",)),
-        ("literal_globs", ("glob",)),
+        ("raw_components", ("literal", "unicode")),
         ("recursive_identity", ("deep",)),
     ],
 )

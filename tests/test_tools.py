@@ -250,7 +250,7 @@ def test_a_write_target_template_formats_the_arguments():
 
 def test_a_template_with_two_fields_uses_both_arguments():
     effect = Effect.declare(write_targets="{ns}/doc:{key}")
-    assert effect.targets({"ns": "n", "key": "k"}) == frozenset({"n/doc:k"})
+    assert effect.targets({"ns": "n", "key": "k"}) == frozenset({"n/doc/k"})
 
 
 def test_a_list_argument_expands_to_one_target_per_element():
@@ -259,9 +259,9 @@ def test_a_list_argument_expands_to_one_target_per_element():
 
 
 def test_two_list_arguments_expand_to_their_product():
-    effect = Effect.declare(write_targets="{ns}:{key}")
+    effect = Effect.declare(write_targets="{ns}:{key}")  # (':' after a field: a component)
     assert effect.targets({"ns": ["x", "y"], "key": ["1", "2"]}) == frozenset(
-        {"x:1", "x:2", "y:1", "y:2"}
+        {"x/1", "x/2", "y/1", "y/2"}
     )
 
 

@@ -13,6 +13,7 @@ from harness.calls import ToolResult
 from harness.certify import Detector
 from harness.certkit._report import ClaimName, ClaimResult, Counterexample
 from harness.conflicts import contains, overlaps
+from harness.effects import literal_target
 from harness.engines.base import ToolCall
 from harness.tools import Tool, Toolset
 
@@ -78,18 +79,32 @@ def declared_writes(tool: Tool, arguments: Mapping[str, Any]) -> frozenset[str] 
     return None if footprint.error else footprint.writes
 
 
+def _structured(resource: str) -> tuple[str, bool]:
+    """A resource name as the certifier structures a target (:func:`~harness.effects.
+    literal_target`), and whether it is only its namespace (a name the proof set cannot
+    spell: any target in that namespace may be it)."""
+    target = literal_target(resource)
+    return target, target == "" or target.endswith(":")
+
+
 def not_covered(changed: Iterable[str], declared: Iterable[str]) -> set[str]:
     """The changed resources that no declared target contains (:func:`harness.conflicts.contains`:
-    ``doc:a`` contains ``doc:a/status``; ``todos`` and ``todos:`` contain ``todos:17``)."""
+    ``doc:a`` contains ``doc:a/status``; ``todos`` and ``todos:`` contain ``todos:17``). A
+    resource is named as the certifier names targets (``doc:Report`` is ``doc:report``)."""
     targets = list(declared)
-    return {c for c in changed if not any(contains(t, c) for t in targets)}
+    out = set()
+    for c in changed:
+        s, whole = _structured(c)
+        if not any(contains(t, s) or (whole and overlaps(t, s)) for t in targets):
+            out.add(c)
+    return out
 
 
 def not_overlapping(touched: Iterable[str], declared: Iterable[str]) -> set[str]:
     """The resources in ``touched`` that no declared target overlaps
-    (:func:`harness.conflicts.overlaps`)."""
+    (:func:`harness.conflicts.overlaps`), named as the certifier names targets."""
     targets = list(declared)
-    return {c for c in touched if not any(overlaps(t, c) for t in targets)}
+    return {c for c in touched if not any(overlaps(t, _structured(c)[0]) for t in targets)}
 
 
 def any_overlap(x: Iterable[str], y: Iterable[str]) -> bool:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
+from harness._bounded_json import JSONLimitError, loads_bounded
+
 __all__ = (
     "Arguments",
     "ClosingContext",
@@ -61,15 +63,17 @@ class Arguments:
     @classmethod
     def parse(cls, raw: str, tool: str) -> Arguments:
         try:
-            parsed = json.loads(raw) if raw.strip() else {}
+            parsed = loads_bounded(raw) if raw.strip() else {}
         except json.JSONDecodeError as exc:
             problem = (
                 f"Arguments for '{tool}' are not valid JSON ({exc.msg} at char {exc.pos}); "
                 "send a JSON object."
             )
             return cls(raw, None, problem)
-        except RecursionError:
-            return cls(raw, None, f"Arguments for '{tool}' are nested too deeply.")
+        except JSONLimitError as exc:
+            return cls(
+                raw, None, f"Arguments for '{tool}' are refused: {exc}; send smaller values."
+            )
         if not isinstance(parsed, dict):
             problem = f"Arguments for '{tool}' must be a JSON object, got {type(parsed).__name__}."
             return cls(raw, None, problem)
