@@ -9,7 +9,10 @@ the results back; the proxy puts the window back in the serial form the model sa
 generates the absorb turn. The model never sees a parallel message; the client makes two
 round trips per window instead of n + 1. Uncertifiable traffic passes through (arm S).
 
-Modules: :mod:`~harness.proxy.app` (the ASGI app, :func:`build_app`),
+Modules: :mod:`~harness.proxy.app` (the ASGI app, :func:`build_app`), :mod:`~harness.proxy.config`
+(:class:`ProxyConfig`), :mod:`~harness.proxy.wire` (the one request path of the three APIs),
+:mod:`~harness.proxy.limits` (the edge's limits), :mod:`~harness.proxy.upstream`
+(``tool_choice``), :mod:`~harness.proxy.text_history` (windows written back as text),
 :mod:`~harness.proxy.conversation` (a conversation is one run of the loop, arm F, with the
 client as its executor),
 :mod:`~harness.proxy.restore` (serial restoration), :mod:`~harness.proxy.ids` (minted,
@@ -21,8 +24,9 @@ wire format), :mod:`~harness.proxy.client` (the in-process deployment) and
 
 from __future__ import annotations
 
-from harness.proxy.app import ProxyConfig, ProxyService, build_app
+from harness.proxy.app import ProxyService, build_app
 from harness.proxy.client import IN_PROCESS_BASE_URL, in_process_client
+from harness.proxy.config import ProxyConfig
 from harness.proxy.effects_file import effects_from_dict, load_effects, toolset_for
 from harness.proxy.ids import CallIds
 
