@@ -61,6 +61,9 @@ class UpstreamEngine(OpenAIHTTPEngine):
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: GenerationSettings
     ) -> tuple[dict[str, Any], str | None]:
+        # The engine's own request builder, then the client's tool_choice over its "auto".
+        # A hook on a private method: if the engine seam gains a tool_choice of its own
+        # (GenerationSettings), this class and ProxySettings go and the engine sends it.
         body, forced = super()._body(messages, tools, settings)
         choice = getattr(settings, "tool_choice", None)
         if choice is not None and forced is None and "tools" in body:
