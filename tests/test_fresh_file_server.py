@@ -11,6 +11,7 @@ from __future__ import annotations
 import posixpath
 import random
 import unicodedata
+from collections.abc import Mapping
 from typing import Any
 
 import anyio.lowlevel
@@ -29,7 +30,7 @@ def _key(path: str) -> str:
     return unicodedata.normalize("NFC", _ROOTED(path))
 
 
-def _ancestors_and_self(args: dict[str, Any]) -> list[str]:
+def _ancestors_and_self(args: Mapping[str, Any]) -> list[str]:
     """What ``create_directory`` may create: the directory and every parent under the root
     (the user's target function, keyed as the server keys paths)."""
     path = _key(args["path"])
