@@ -430,3 +430,18 @@ def test_aliasing_variants_cover_case_unicode_whitespace_paths_and_numbers():
     assert [type(v) for v in alias_variants("1") if not isinstance(v, str)] == [int, float]
     assert alias_variants(True) == []
     assert "a/b" not in text
+
+
+def test_the_kit_writes_nothing_in_the_working_directory(tmp_path):
+    """hypothesis would leave a .hypothesis/ folder in the working directory; a fresh
+    process (so no cache of hypothesis's is already loaded) shows the kit keeps it away."""
+    import subprocess
+    import sys
+
+    code = (
+        "from harness.certkit import check_toolset\n"
+        "report = check_toolset('harness.toolsets.workspace', examples=2)\n"
+        "assert report.ok\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, timeout=300)
+    assert list(tmp_path.iterdir()) == []

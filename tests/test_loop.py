@@ -512,3 +512,22 @@ async def test_every_call_of_every_arm_goes_through_the_executor_once(arm: str) 
         assert executor.events.index(("intent", call_id)) < executor.events.index(
             ("outcome", call_id)
         )
+
+
+def test_arm_f_without_a_manifest_says_that_no_window_can_certify() -> None:
+    from structlog.testing import capture_logs
+
+    store = seeded_store(["a", "b"])
+
+    def model(messages: Any, tools: Any) -> Any:
+        return "done"
+
+    async def main() -> None:
+        task = report_task(["a", "b"])
+        await run_loop(ScriptedEngine(model), make_toolset(store), task, LoopConfig(arm="F"))
+
+    with capture_logs() as logs:
+        anyio.run(main)
+    (event,) = [e for e in logs if e["event"] == "no_manifest"]
+    assert event["log_level"] == "warning"
+    assert "manifest=" in event["detail"]

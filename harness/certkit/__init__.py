@@ -60,8 +60,10 @@ Use it as ``harness certify TOOLSET`` or, in a test suite, as
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +98,24 @@ DEFAULT_EXAMPLES = 50
 
 
 # ------------------------------------------------------------------------------ running the kit
+
+
+@contextlib.contextmanager
+def _private_hypothesis_home() -> Iterator[None]:
+    """hypothesis keeps caches in ``.hypothesis/`` under the working directory even with no
+    example database; the kit writes nothing outside a temporary folder of its own (removed
+    when it ends), unless the caller set hypothesis's home itself."""
+    from hypothesis import configuration
+
+    if getattr(configuration, "__hypothesis_home_directory", None) is not None:
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="harness-certify-") as home:
+        configuration.set_hypothesis_home_dir(home)
+        try:
+            yield
+        finally:
+            configuration.set_hypothesis_home_dir(None)
 
 
 def check_toolset(
@@ -152,11 +172,12 @@ def check_toolset(
         loaded.check_tools(kit.toolset)
     jobs = list(kit.plan(loaded))
     results: list[ClaimResult] = []
-    for job in jobs:
-        result = job()
-        results.append(result)
-        if on_claim is not None:
-            on_claim(result, len(results), len(jobs))
+    with _private_hypothesis_home():
+        for job in jobs:
+            result = job()
+            results.append(result)
+            if on_claim is not None:
+                on_claim(result, len(results), len(jobs))
     return CertificationReport(
         toolset=cert.name or kit.toolset.name,
         tools=tuple(kit.toolset),

@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from harness._logging import get_logger
 from harness._tool_thread import ToolThread
 from harness.calls import Executor, ToolResult, ToolsetExecutor
 from harness.certify import Detector, make_detector
@@ -55,6 +56,8 @@ from harness.task import Task
 from harness.tools import Toolset
 
 __all__ = ("STRATEGIES", "LoopResult", "drive", "run_loop")
+
+_log = get_logger("harness.loop")
 
 
 def _flattened(state: RunState, detector: Detector, group: TaskGroup) -> ArmStrategy:
@@ -140,6 +143,17 @@ async def run_loop(
     """
     config = config or LoopConfig()
     skill = _resolve_skill(manifest, task)
+    if skill is None and config.arm == "F" and config.detector == "schema_sound":
+        _log.warning(
+            "no_manifest",
+            arm=config.arm,
+            task=task.id,
+            detail=(
+                "the schema-sound certifier needs a skill manifest's fan-out phase (D3): with "
+                "no manifest no window certifies and every call runs serially; pass "
+                "manifest=... (or the task's skill must be in it)"
+            ),
+        )
     if skill is not None and isinstance(manifest, Manifest):
         manifest.check_tools(toolset)
         manifest.check_inputs(skill.name, task.inputs)
