@@ -3,7 +3,7 @@ clock, no model. A test double for routing and scale runs, started as its own pr
 
 It serves ``POST /v1/chat/completions`` and ``GET /v1/models`` (plus ``GET /v1/stats``: its
 counters) with Starlette on uvicorn, and behaves like one engine replica of the queueing model
-in :mod:`harness.costmodel_routing` (the same :class:`~harness.costmodel_routing.ReplicaProfile`
+in :mod:`harness.costmodel.routing` (the same :class:`~harness.costmodel.routing.ReplicaProfile`
 the simulation uses):
 
 * **Tokens.** A message is one token for its role plus its content's whitespace-separated
@@ -47,7 +47,7 @@ from typing import Any
 
 import anyio
 
-from harness.costmodel_routing import ReplicaProfile
+from harness.costmodel.routing import ReplicaProfile
 
 __all__ = ("PrefixCache", "ReplicaState", "build_app", "main", "prompt_tokens")
 

@@ -1,11 +1,11 @@
 """Scale on paper: a seeded discrete-event simulation of many agent loops over many engine
 replicas, affine vs round-robin routing, arms S vs F.
 
-Each of ``loops`` loops runs ``tasks`` tasks back to back (:func:`harness.costmodel_routing.
+Each of ``loops`` loops runs ``tasks`` tasks back to back (:func:`harness.costmodel.routing.
 task_turns`: the shape's turns, tool waits between them); each turn is routed by the real
 :class:`~harness.engines.router.Router` (same hashing, bounded loads and stickiness as the
 HTTP engine; its clock is the simulation's) to one of ``replicas`` replicas, each the queueing
-model of :mod:`harness.costmodel_routing` — overhead, ``max_batch`` FIFO slots, one FIFO
+model of :mod:`harness.costmodel.routing` — overhead, ``max_batch`` FIFO slots, one FIFO
 prefill lane paying per uncached token, decode per output token — with a prefix cache of
 ``cache_tokens`` in ``block_tokens`` blocks, LRU, trimmed from conversations' tails (what the
 loopback upstream does block by block, here per conversation). Loops start spread over
@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from harness.costmodel_routing import (
+from harness.costmodel.routing import (
     Arm,
     LoopShape,
     ReplicaProfile,

@@ -5,7 +5,7 @@ It starts ``--upstreams`` scripted upstreams (:mod:`benchmarks.loopback_upstream
 process on 127.0.0.1), calibrates the HTTP round trip the simulation does not model (the
 median excess of idle requests over the upstream's own modelled time, added to the profile's
 overhead), then for each policy and arm runs ``--loops`` concurrent loops: each realises the
-turns of :func:`harness.costmodel_routing.task_turns` as real chat messages and sends them
+turns of :func:`harness.costmodel.routing.task_turns` as real chat messages and sends them
 through one :class:`~harness.engines.openai_http.OpenAIHTTPEngine` with every upstream as a
 base URL (so the :class:`~harness.engines.router.Router` picks the replica), sleeping the tool
 waits between turns. Throughput, hit rate (from the upstreams' ``cached_tokens`` reports) and
@@ -39,7 +39,7 @@ import anyio
 import httpx
 
 from benchmarks.scale_sim import SimConfig, SimResult, simulate
-from harness.costmodel_routing import Arm, LoopShape, ReplicaProfile, Segment, task_turns
+from harness.costmodel.routing import Arm, LoopShape, ReplicaProfile, Segment, task_turns
 from harness.engines.base import GenerationSettings, Message
 from harness.engines.openai_http import OpenAIHTTPEngine
 from harness.engines.router import Policy

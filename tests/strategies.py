@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from harness.costmodel import PARAMETERS, Parameter, Regime
 
 # --------------------------------------------------------------------------------------------
-# Cost model (harness/costmodel.py)
+# Cost model (harness/costmodel/closed_form.py)
 
 _VALID_BY_KIND: dict[str, st.SearchStrategy[float]] = {
     "positive": st.floats(min_value=1e-3, max_value=1e5, allow_nan=False),

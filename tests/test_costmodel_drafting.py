@@ -1,4 +1,4 @@
-"""Claims about the drafted-decoding term of the cost model (harness.costmodel_drafting): the
+"""Claims about the drafted-decoding term of the cost model (harness.costmodel.drafting): the
 tokens per verification step of speculative decoding, the same saving for every arm, the
 break-even acceptance, the measured speed-up of the committed draft run reproduced, and
 ``harness frontier --draft-acceptance``."""
@@ -13,7 +13,7 @@ import pytest
 
 from harness.cli import main
 from harness.costmodel import Regime, wall_time_flattened, wall_time_parallel, wall_time_serial
-from harness.costmodel_drafting import (
+from harness.costmodel.drafting import (
     Drafting,
     break_even_acceptance,
     drafted_saving,
@@ -22,7 +22,7 @@ from harness.costmodel_drafting import (
     wall_time_serial_drafted,
     wall_time_speculative_drafted,
 )
-from harness.costmodel_speculation import wall_time_speculative
+from harness.costmodel.speculation import wall_time_speculative
 from harness.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Claims about F+spec's closed form (harness.costmodel_speculation)."""
+"""Claims about F+spec's closed form (harness.costmodel.speculation)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from harness.costmodel import (
     wall_time_flattened,
     wall_time_parallel,
 )
-from harness.costmodel_speculation import (
+from harness.costmodel.speculation import (
     crossover_latency,
     wall_dividend_speculative,
     wall_time_speculative,

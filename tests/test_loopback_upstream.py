@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks.loopback_upstream import PrefixCache, prompt_tokens
 from benchmarks.scale_validate import measure, segment_message, start_upstreams
-from harness.costmodel_routing import LoopShape, ReplicaProfile, task_turns
+from harness.costmodel.routing import LoopShape, ReplicaProfile, task_turns
 from harness.engines.base import GenerationSettings
 from harness.engines.openai_http import OpenAIHTTPEngine
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.scale_sim import SimConfig, main, simulate
-from harness.costmodel_routing import (
+from harness.costmodel.routing import (
     LoopShape,
     ReplicaProfile,
     f_dividend_at_capacity,

@@ -30,7 +30,7 @@ from harness.costmodel import (
     wall_time_serial,
     window_costs,
 )
-from harness.costmodel_drafting import (
+from harness.costmodel.drafting import (
     Drafting,
     break_even_acceptance,
     drafted_saving,
@@ -39,7 +39,7 @@ from harness.costmodel_drafting import (
     wall_time_serial_drafted,
     wall_time_speculative_drafted,
 )
-from harness.costmodel_speculation import (
+from harness.costmodel.speculation import (
     crossover_latency,
     wall_dividend_speculative,
     wall_time_speculative,
@@ -58,9 +58,9 @@ F harness-flattened, P native parallel, P+V parallel plus validator), F's wall-t
 token dividends, the crossover gaps g_T*(n) and g_B*(n) below which P+V beats F, the flip
 window n* where that happens at the declared gap g, and the arm to use per window:
 flatten what the model cannot afford to emit in parallel. Beside them, F+spec (certified
-speculation: the window's calls start when its phase starts, harness.costmodel_speculation):
+speculation: the window's calls start when its phase starts, harness.costmodel.speculation):
 its wall time, what it saves over F, and the tool latency L* above which it beats P. With
---draft-acceptance, drafted decoding (harness.costmodel_drafting: the engine verifies k
+--draft-acceptance, drafted decoding (harness.costmodel.drafting: the engine verifies k
 drafted tokens per step; --speculate on the embedded engine) prices every arm's window again.
 
 Every regime parameter has an option; --params FILE reads a JSON object of them (the
@@ -119,7 +119,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=Path,
         help="draw wall time per window against n for the four arms (needs matplotlib)",
     )
-    drafting = parser.add_argument_group("drafted decoding (harness.costmodel_drafting)")
+    drafting = parser.add_argument_group("drafted decoding (harness.costmodel.drafting)")
     drafting.add_argument(
         "--draft-acceptance",
         metavar="α",

@@ -38,7 +38,7 @@ from harness.bench.report_family import (
 )
 from harness.bench.workload import ALL_KINDS
 from harness.costmodel import Regime
-from harness.costmodel_speculation import wall_time_speculative
+from harness.costmodel.speculation import wall_time_speculative
 
 __all__ = ("write_report",)
 

@@ -44,7 +44,7 @@ every window at L = 0.5 s; on an engine whose extra turns are cheap (a warm pref
 
 from __future__ import annotations
 
-from harness.costmodel import (
+from harness.costmodel.closed_form import (
     Regime,
     _check_n,
     _rolling,

@@ -31,7 +31,7 @@ window changes by its decoded call tokens:
 
 The same saving for every arm: drafting does not change which arm wins on decode alone, it
 shrinks the decode share that F's extra turns stand beside. For F+spec
-(:mod:`harness.costmodel_speculation`) the window's generation ``G(n)`` shrinks by the same
+(:mod:`harness.costmodel.speculation`) the window's generation ``G(n)`` shrinks by the same
 term, so speculation hides less tool time behind it:
 ``T_F+spec^d = max(G(n) - n t_dec c (1 - ρ/E[a]), λ + E_n) + T_abs(n)``.
 """
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.costmodel import (
+from harness.costmodel.closed_form import (
     Regime,
     _check_n,
     absorb_time,
@@ -50,7 +50,7 @@ from harness.costmodel import (
     wall_time_parallel,
     wall_time_serial,
 )
-from harness.costmodel_speculation import window_generation_time
+from harness.costmodel.speculation import window_generation_time
 from harness.errors import ConfigError
 
 __all__ = (
