@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.certify import SchemaSoundDetector
-from harness.conflicts import ConflictIndex
+from harness.certify.conflicts import ConflictIndex
 from harness.effects import MAX_TARGETS, Footprint
 from harness.engines.base import ToolCall
 from harness.manifest import Manifest, Skill

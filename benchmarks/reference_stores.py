@@ -9,7 +9,7 @@ real stores merge.
 
 For each store model, pairs of calls are drawn from a small pool of records spelled many
 ways; for every pair the certifier lets run together (both footprints resolve and
-:func:`harness.conflicts.conflict` finds nothing), the model computes the records each call
+:func:`harness.certify.conflicts.conflict` finds nothing), the model computes the records each call
 touches the way the store does; a **false fill** is a pair whose records overlap (equal, or
 one holds the other). A pair the certifier keeps apart is never wrong (it only costs
 parallelism); the report counts those too, so a rule that refuses everything is visible.
@@ -74,7 +74,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from unittest import mock
 
-from harness.conflicts import conflict
+from harness.certify.conflicts import conflict
 from harness.effects import Footprint
 from harness.identity import under_root
 from harness.tools import Tool, Toolset, tool

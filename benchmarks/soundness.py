@@ -556,7 +556,7 @@ def _reads_are_writes() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _exact_targets() -> Iterator[None]:
-    with mock.patch("harness.conflicts.ancestors", return_value=()):
+    with mock.patch("harness.certify.conflicts.ancestors", return_value=()):
         yield
 
 

@@ -5,7 +5,7 @@ An :class:`Effect` is a tool's declaration (``read_only``, ``idempotent``, ``des
 from a call's arguments, the resources it writes and reads. The certifier (D1) trusts them;
 ``harness certify`` checks them. This module turns a call's arguments into its
 :class:`Footprint` — the canonical read and write target sets — and nothing else; how two
-footprints conflict lives in :mod:`harness.conflicts`.
+footprints conflict lives in :mod:`harness.certify.conflicts`.
 
 **Target specs.** A template such as ``"doc:{key}/status"``, several templates, or a function
 ``arguments -> targets``. A template's fields are argument names only: no positional
@@ -26,7 +26,7 @@ outside the set. A declared fold (``canonical=``) runs on whole values first; a 
 key (``identity=``, per argument, on the whole value unless declared with
 :func:`~harness.identity.each`) fills whole components exactly. The target is written
 ``namespace + "/".join(components)``: components hold no separator, so the text is never
-parsed again, and a prefix of components is an ancestor (see :mod:`harness.conflicts`).
+parsed again, and a prefix of components is an ancestor (see :mod:`harness.certify.conflicts`).
 Over-approximating overlap costs parallelism, never correctness.
 
 **Wildcards and bounds.** A template with a glob character (``*``, ``?``, ``[``) names
@@ -38,7 +38,7 @@ every resource from the glob on: ``doc:*`` is the namespace ``doc:``, ``doc:{key
 **Unknown is everything.** ``write_targets=None`` on a tool that is not read-only, and
 ``read_targets=None`` on any tool, mean *unknown*: that side of the footprint is ``None``
 (every resource). A writer that declares no read targets therefore conflicts with every
-other call in its window that writes anything (see :mod:`harness.conflicts`); declare
+other call in its window that writes anything (see :mod:`harness.certify.conflicts`); declare
 ``read_targets=()`` for a blind write that reads nothing. A target set larger than
 :data:`MAX_TARGETS` (a product of long list arguments) is also treated as unknown, so the
 certifier never spends more than a bounded time on one call.

@@ -202,7 +202,7 @@ def tool_schemas() -> st.SearchStrategy[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------------------------
-# Footprints and hierarchical targets (harness/effects.py, harness/conflicts.py)
+# Footprints and hierarchical targets (harness/effects.py, harness/certify/conflicts.py)
 
 
 @st.composite

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from harness import Toolset, tool
 from harness._schema_strategies import arguments_strategy, from_schema
+from harness.certify.conflicts import conflict
 from harness.certkit import (
     DEFAULT_EXAMPLES,
     CertifiableToolset,
@@ -22,7 +23,6 @@ from harness.certkit import (
     load_certifiable,
 )
 from harness.cli import main
-from harness.conflicts import conflict
 from harness.errors import ConfigError
 from harness.testing import certify_toolset
 from tests import broken_toolsets as broken

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.conflicts import ConflictIndex, ancestors, conflict, overlaps
+from harness.certify.conflicts import ConflictIndex, ancestors, conflict, overlaps
 from harness.effects import Footprint
 from tests.strategies import footprints
 

@@ -316,7 +316,7 @@ def test_distinct_records_still_certify_together() -> None:
 
 def test_a_32000_character_key_is_bounded_in_targets_and_memory() -> None:
     # Time is measured by `python -m benchmarks.certifier_bench` (section 4), not here.
-    from harness.conflicts import ConflictIndex
+    from harness.certify.conflicts import ConflictIndex
 
     effect = Effect.declare(write_targets="doc:{key}", read_targets="doc:{key}", canonical="case")
     tracemalloc.start()
@@ -332,7 +332,7 @@ def test_a_32000_character_key_is_bounded_in_targets_and_memory() -> None:
 
 
 def test_a_target_over_the_bounds_is_cut_back_to_an_ancestor() -> None:
-    from harness.conflicts import overlaps
+    from harness.certify.conflicts import overlaps
     from harness.effects import MAX_TARGET_DEPTH, bound_target
 
     long = "doc:" + "x" * 2000

@@ -281,3 +281,18 @@ async def test_over_a_socket_a_hostile_request_keeps_the_connection_open() -> No
     assert good.status_code == 200, good.text
     # the second request went over the first one's connection
     assert bad.extensions["network_stream"] is good.extensions["network_stream"]
+
+
+async def test_a_lone_surrogate_escaped_inside_a_calls_argument_string_is_a_400() -> None:
+    # JSON inside JSON: the body's string is valid text, the arguments it holds are not
+    call = {"id": "c1", "type": "function", "function": {"name": "read_doc", "arguments": ""}}
+    call["function"]["arguments"] = '{"key": "\\ud800"}'  # a backslash escape, not a char
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "x"},
+    ]
+    async with in_process_client(make_app(ScriptedEngine(survey_script))) as client:
+        response = await client.post("/chat/completions", json=body(history))
+    message = assert_api_error("/chat/completions", response)
+    assert "messages[1].tool_calls[0].function.arguments holds a lone surrogate" in message

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from harness import ToolCall
-from harness.validator import validate_window
+from harness.certify.validator import validate_window
 from tests.doubles import MANIFEST, Store, make_toolset
 
 PHASE = MANIFEST.skill("report").phases[0]  # fan_out read_doc, slots = input:keys

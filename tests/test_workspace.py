@@ -12,7 +12,7 @@ import pytest
 
 from harness.calls import execute_call
 from harness.certify import SchemaSoundDetector, check_d1
-from harness.conflicts import overlaps
+from harness.certify.conflicts import overlaps
 from harness.engines.base import ToolCall
 from harness.errors import ManifestError
 from harness.toolsets.workspace import (

@@ -56,7 +56,7 @@ from harness.bench._easy_templates import (
     LOOKUP_TEMPLATES,
 )
 from harness.bench._templates import SYSTEM_PROMPT, TEMPLATES
-from harness.conflicts import contains
+from harness.certify.conflicts import contains
 from harness.engines.base import ToolCall
 from harness.errors import ConfigError
 from harness.task import GoldCall, Task

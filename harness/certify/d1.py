@@ -6,7 +6,7 @@ call is admitted. Two calls conflict when a write of one overlaps a write or a r
 other, targets overlapping hierarchically (``doc:a`` contains ``doc:a/status``); an unknown
 side (undeclared, over the expansion bound) is every resource, so a writer that declares no
 read targets conflicts with every other write. The rule itself lives in
-:mod:`harness.conflicts`; the paper lets "read-only or idempotent" pass on its own, we do not
+:mod:`harness.certify.conflicts`; the paper lets "read-only or idempotent" pass on its own, we do not
 (``set(x, 1)`` and ``set(x, 2)`` are both idempotent and do not commute).
 
 This module applies the rule to calls: :func:`call_footprint` (a call's footprint, or why it
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
+from harness.certify.conflicts import Conflict, ConflictIndex
 from harness.certify.verdict import Failure, WindowView
-from harness.conflicts import Conflict, ConflictIndex
 from harness.effects import Footprint
 from harness.engines.base import ToolCall
 from harness.tools import Toolset
@@ -71,7 +71,7 @@ def _failure(call: ToolCall, other: ToolCall, found: Conflict) -> Failure:
 
 
 class WindowConflicts:
-    """D1 against the open window, through a :class:`~harness.conflicts.ConflictIndex` kept
+    """D1 against the open window, through a :class:`~harness.certify.conflicts.ConflictIndex` kept
     in step with it: the calls the window gained since the last question are indexed (each
     footprint computed once per call), so an admission costs the new call's targets, never
     a scan of the window's pairs. A different window rebuilds the index."""

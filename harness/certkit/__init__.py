@@ -8,7 +8,7 @@ by hypothesis from each tool's JSON Schema:
 ``idempotent``      calling twice leaves the same state and returns the same result as once;
 ``write_targets``   a call changes no resource outside its declared write targets (a
                     declared target *contains* what the store reports changed, by the
-                    certifier's own rule, :func:`harness.conflicts.contains`: ``doc:a``
+                    certifier's own rule, :func:`harness.certify.conflicts.contains`: ``doc:a``
                     contains ``doc:a/status``, ``todos`` contains a minted ``todos:17``);
 ``targets_canonical`` a call and another spelling of it (a target argument spelled another
                     way by its type: the same instant in another offset, a path form, case,

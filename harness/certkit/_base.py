@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 from harness.calls import ToolResult
 from harness.certify import Detector
+from harness.certify.conflicts import contains, overlaps
 from harness.certkit._report import ClaimName, ClaimResult, Counterexample
-from harness.conflicts import contains, overlaps
 from harness.effects import literal_target
 from harness.engines.base import ToolCall
 from harness.tools import Tool, Toolset
@@ -68,7 +68,7 @@ def changed_resources(
     return {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
 
 
-# -- one overlap: the certifier's hierarchical rule (harness.conflicts), never exact matching --
+# -- one overlap: the certifier's hierarchical rule (harness.certify.conflicts), never exact matching --
 
 
 def declared_writes(tool: Tool, arguments: Mapping[str, Any]) -> frozenset[str] | None:
@@ -88,7 +88,7 @@ def _structured(resource: str) -> tuple[str, bool]:
 
 
 def not_covered(changed: Iterable[str], declared: Iterable[str]) -> set[str]:
-    """The changed resources that no declared target contains (:func:`harness.conflicts.contains`:
+    """The changed resources that no declared target contains (:func:`harness.certify.conflicts.contains`:
     ``doc:a`` contains ``doc:a/status``; ``todos`` and ``todos:`` contain ``todos:17``). A
     resource is named as the certifier names targets (``doc:Report`` is ``doc:report``)."""
     targets = list(declared)
@@ -102,7 +102,7 @@ def not_covered(changed: Iterable[str], declared: Iterable[str]) -> set[str]:
 
 def not_overlapping(touched: Iterable[str], declared: Iterable[str]) -> set[str]:
     """The resources in ``touched`` that no declared target overlaps
-    (:func:`harness.conflicts.overlaps`), named as the certifier names targets."""
+    (:func:`harness.certify.conflicts.overlaps`), named as the certifier names targets."""
     targets = list(declared)
     return {c for c in touched if not any(overlaps(t, _structured(c)[0]) for t in targets)}
 

@@ -9,7 +9,7 @@ changed:
 
 ``targets_canonical``  two spellings that change one resource of the store declare
                        overlapping write targets (:meth:`harness.tools.Tool.footprint`, matched
-                       by :func:`harness.conflicts.overlaps`, the certifier's own rule);
+                       by :func:`harness.certify.conflicts.overlaps`, the certifier's own rule);
 ``identity``           a tool's ``identity=`` function per argument (the key its store gives
                        a value) is idempotent where it maps a value to one of the same type
                        (``fn(fn(x)) == fn(x)``), and two spellings the store treats as one

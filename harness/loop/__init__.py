@@ -12,7 +12,7 @@
         independent calls of a step in one message; certified messages run concurrently,
         others in emitted order.
 ``P+V`` P plus the deterministic validator (:mod:`~harness.loop.validated`,
-        :mod:`harness.validator`); a rejected window is resampled, as one batch of candidates
+        :mod:`harness.certify.validator`); a rejected window is resampled, as one batch of candidates
         or one by one.
 
 Policies: ``model`` lets the model choose its calls; ``gold`` forces the task's gold calls

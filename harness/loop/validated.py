@@ -1,4 +1,4 @@
-"""Arm P+V: P plus the deterministic validator (:mod:`harness.validator`).
+"""Arm P+V: P plus the deterministic validator (:mod:`harness.certify.validator`).
 
 A message the validator rejects is *resampled*: up to ``resample.max_resamples`` candidate
 messages, drawn as one batch (``resample.batched``: the fabric's batched-consensus primitive,
@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from harness.certify.validator import validate_window
 from harness.engines.base import Completion
 from harness.loop.parallel import ParallelArm
-from harness.validator import validate_window
 
 __all__ = ("ValidatedArm",)
 

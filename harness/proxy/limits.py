@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,8 +76,27 @@ def decode_json(text: str | bytes, *, what: str, limits: Limits, param: str | No
         value = _decoded(text, what, limits, param)
     except ValueError as exc:
         raise BadRequest(f"{what} is not valid JSON: {exc}.", param=param) from None
-    check_value(value, what=what, limits=limits, param=param)
+    check_value(value, what=what, limits=limits, param=param, texts=_may_hold_surrogates(text))
     return value
+
+
+#: What a lone surrogate can come from in JSON text: a ``\\uD800``-``\\uDFFF`` escape.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _may_hold_surrogates(text: str | bytes) -> bool:
+    """Whether decoding ``text`` can have given a lone surrogate — an escape of one, or its
+    bytes (``json.loads`` decodes bytes with ``surrogatepass``) —, else its strings need no
+    check: a scan in C instead of a walk over every string."""
+    if isinstance(text, bytes):
+        return b"\xed" in text or _SURROGATE_ESCAPE_BYTES.search(text) is not None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+    return _SURROGATE_ESCAPE.search(text) is not None
 
 
 def _decoded(text: str | bytes, what: str, limits: Limits, param: str | None) -> Any:
@@ -100,32 +119,61 @@ def _decoded(text: str | bytes, what: str, limits: Limits, param: str | None) ->
         raise BadRequest(_too_deep(what, limits, None), param=param) from None
 
 
-def check_value(value: Any, *, what: str, limits: Limits, param: str | None = None) -> None:
-    """Refuse ``value`` (decoded JSON) nested deeper than ``limits.max_depth`` or holding a
-    string with a lone surrogate, naming where (iteratively: no recursion to overflow)."""
-    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(value, 0, ())]
+def check_value(
+    value: Any,
+    *,
+    what: str,
+    limits: Limits,
+    param: str | None = None,
+    texts: bool = True,
+) -> None:
+    """Refuse ``value`` (decoded JSON) nested deeper than ``limits.max_depth`` or, with
+    ``texts``, holding a string with a lone surrogate, naming where (iteratively: no recursion
+    to overflow). Only containers are walked unless ``texts``; a path is spelled only for an
+    error (each entry links to its parent's)."""
+    # (item, depth, parent entry, key in the parent)
+    stack: list[tuple[Any, int, Any, str | int | None]] = [(value, 0, None, None)]
     while stack:
-        item, depth, path = stack.pop()
+        entry = stack.pop()
+        item, depth = entry[0], entry[1]
         if isinstance(item, str):
-            _check_text(item, what, path, param)
+            if not item.isascii():
+                _check_text(item, what, _path(entry), param)
             continue
-        if not isinstance(item, dict | list):
-            continue
-        if depth >= limits.max_depth:
-            raise BadRequest(_too_deep(what, limits, path), param=param)
-        children: Iterable[tuple[str | int, Any]]
         if isinstance(item, dict):
-            for key in item:
-                _check_text(key, what, path, param)
-            children = item.items()
-        else:
-            children = enumerate(item)
-        stack.extend((child, depth + 1, (*path, key)) for key, child in children)
+            if depth >= limits.max_depth:
+                raise BadRequest(_too_deep(what, limits, _path(entry)), param=param)
+            for key, child in item.items():
+                if texts and not key.isascii():
+                    _check_text(key, what, _path(entry), param)
+                if isinstance(child, dict | list) or (texts and isinstance(child, str)):
+                    stack.append((child, depth + 1, entry, key))
+        elif isinstance(item, list):
+            if depth >= limits.max_depth:
+                raise BadRequest(_too_deep(what, limits, _path(entry)), param=param)
+            for index, child in enumerate(item):
+                if isinstance(child, dict | list) or (texts and isinstance(child, str)):
+                    stack.append((child, depth + 1, entry, index))
+
+
+def _path(entry: tuple[Any, int, Any, str | int | None]) -> tuple[str | int, ...]:
+    """The keys from the top to ``entry`` (see :func:`check_value`)."""
+    keys: list[str | int] = []
+    while entry is not None and entry[3] is not None:
+        keys.append(entry[3])
+        entry = entry[2]
+    return tuple(reversed(keys))
 
 
 def check_arguments(arguments: str, *, what: str, limits: Limits, param: str | None) -> None:
     """A call's argument string: when it is JSON, the same limits as the body (it is parsed
     again behind the edge); text that is not JSON is the model's own and passes."""
+    if (
+        len(arguments) <= limits.max_int_digits
+        and arguments.count("[") + arguments.count("{") <= limits.max_depth
+        and "\\u" not in arguments
+    ):
+        return  # cannot nest too deep, hold too long a number or a surrogate escape
     try:
         value = _decoded(arguments, what, limits, param)
     except ValueError:
