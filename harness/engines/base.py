@@ -108,8 +108,10 @@ class ToolCall:
         return cached
 
     def parsed_arguments(self) -> Any:
-        """``json.loads(arguments)``; raises ``json.JSONDecodeError`` on bad JSON."""
-        return json.loads(self.arguments)
+        """The arguments parsed with the limits of :func:`~harness._bounded_json.loads_bounded`;
+        raises ``ValueError`` (``json.JSONDecodeError`` on bad JSON, ``JSONLimitError`` past a
+        limit), never ``RecursionError``."""
+        return loads_bounded(self.arguments)
 
     def to_openai(self) -> dict[str, Any]:
         """The ``tool_calls`` entry of an OpenAI assistant message."""

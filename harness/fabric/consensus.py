@@ -89,7 +89,7 @@ def completion_text(completion: Completion) -> str:
         for call in completion.tool_calls:
             try:
                 arguments = call.parsed_arguments()
-            except json.JSONDecodeError:
+            except ValueError:  # bad JSON, or JSON past the parse limits
                 arguments = call.arguments
             calls.append({"name": call.name, "arguments": arguments})
         return json.dumps(calls, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
