@@ -103,7 +103,8 @@ def request(text: str, size: str, tag: str, tokens: int) -> dict[str, Any]:
     arguments = json.dumps({"key": tag, "body": body})
     return {
         "messages": [
-            {"role": "user", "content": f"[{tag}] Save this note as document {tag}: {body}"}
+            # The same prompt for both sizes: only the forced reply's length differs.
+            {"role": "user", "content": f"[{tag}] Save a note as document {tag}."}
         ],
         "tools": [_WRITE_DOC],
         "forced": {"name": "write_doc", "arguments": arguments},
