@@ -445,3 +445,14 @@ def test_the_kit_writes_nothing_in_the_working_directory(tmp_path):
     )
     subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, timeout=300)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_long_result_is_shown_where_it_differs_not_cut_before_it():
+    from harness.certkit._report import _shown
+
+    same = "x" * 5000
+    shown = _shown(same + "A tail", same + "B tail")
+    assert "⟦A tail⟧" in shown  # the differing field, marked
+    assert "differs at character 5000" in shown
+    assert _shown("short", "other") == "⟦short⟧  (differs at character 0)"
+    assert _shown("y" * 3000, None) == "y" * 3000  # shown whole up to 4,000 characters

@@ -210,9 +210,11 @@ def _render_false(c: ClaimResult) -> list[str]:
     lines.extend(
         f"    #{i} {n}({json.dumps(dict(a), sort_keys=True)})" for i, (n, a) in enumerate(ce.calls)
     )
-    for outcome in (ce.expected, ce.actual):
+    for outcome, other in ((ce.expected, ce.actual), (ce.actual, ce.expected)):
         lines.append(f"  {outcome.label}:")
-        lines.extend(f"    result #{i}: {_clip(r)}" for i, r in enumerate(outcome.results))
+        for i, r in enumerate(outcome.results):
+            theirs = other.results[i] if i < len(other.results) else None
+            lines.append(f"    result #{i}: {_shown(r, theirs)}")
         if outcome.state is not None:
             lines.append(f"    state: {outcome.state}")
         lines.extend(f"    {d}" for d in outcome.details)
@@ -220,5 +222,25 @@ def _render_false(c: ClaimResult) -> list[str]:
     return lines
 
 
-def _clip(text: str, width: int = 160) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+#: A result longer than this is shown around the place it differs (or its start).
+SHOWN_WHOLE = 4000
+
+
+def _shown(text: str, other: str | None) -> str:
+    """A result shown whole (up to :data:`SHOWN_WHOLE` characters); where it differs from
+    the other outcome's result, the first differing character is marked ``⟦…⟧``."""
+    if other is None or other == text:
+        return _clip(text, SHOWN_WHOLE)
+    at = next((i for i, (a, b) in enumerate(zip(text, other, strict=False)) if a != b), None)
+    at = min(len(text), len(other)) if at is None else at
+    start = 0 if len(text) <= SHOWN_WHOLE else max(0, at - SHOWN_WHOLE // 4)
+    window = text[start : start + SHOWN_WHOLE]
+    cut = at - start
+    marked = window[:cut] + "⟦" + window[cut : cut + 40] + "⟧" + window[cut + 40 :]
+    before = f"…({start} characters) " if start else ""
+    after = f" …({len(text) - start - len(window)} more)" if start + len(window) < len(text) else ""
+    return f"{before}{marked}{after}  (differs at character {at})"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + f"… ({len(text)} characters)"
