@@ -278,3 +278,45 @@ def test_date_time_and_uuid_arguments_are_generated_as_what_they_are(data):
     value = data.draw(arguments_strategy("t", schema))
     datetime.datetime.fromisoformat(value["at"])
     uuid.UUID(value["id"])
+
+
+def _truncating_store() -> Any:
+    """A store that keys a document by the first six characters of its name, declared as
+    if it kept the whole name: distinct proof keys, one record."""
+    from dataclasses import dataclass, field
+
+    import anyio.lowlevel
+
+    from harness import Toolset, tool
+    from harness.certkit import CertifiableToolset
+
+    @dataclass
+    class Docs:
+        docs: dict[str, int] = field(default_factory=dict)
+
+    def make(state: Docs) -> Toolset:
+        @tool(idempotent=True, write_targets="doc:{name}", read_targets="doc:{name}")
+        async def put(name: str, value: int) -> int:
+            """Set a document's value (keyed by a name prefix); returns what it wrote."""
+            await anyio.lowlevel.checkpoint()
+            state.docs[name[:6]] = value
+            return value
+
+        return Toolset([put])
+
+    return CertifiableToolset(
+        new_state=lambda seed: Docs(),
+        make_toolset=make,
+        fingerprint=lambda s: tuple(sorted(s.docs.items())),
+        resources=lambda s: {f"doc:{k}": v for k, v in s.docs.items()},
+        example_values=lambda s: {"name": ("report", "notes1", "budget"), "value": (1, 2)},
+        name="truncating store",
+    )
+
+
+@pytest.mark.parametrize("seed", SEEDS_0_3)
+def test_a_store_that_truncates_names_is_caught_at_every_seed(seed):
+    report = check_toolset(_truncating_store(), seed=seed, examples=20)
+    false = {(c.subject, c.claim) for c in report.false}
+    assert ("put", "idempotent") not in false  # (honest but for the truncation)
+    assert false & {("put", "targets_canonical"), ("put", "write_targets")}, report.render()

@@ -26,7 +26,8 @@ type                       spellings
 string                     case (upper, lower, casefold, swapped, title); Unicode NFC, NFD,
                            NFKC, NFKD; full-width letters and digits; mathematical letters
                            (``𝐚``); dotless ``ı`` and ``𝚤`` and dotted ``İ`` for ``i``;
-                           surrounding whitespace; numeric forms of a numeric string
+                           surrounding whitespace; numeric forms of a numeric string;
+                           longer names it is a prefix of (a store that truncates)
 integer / number           ``1``, ``1.0``, ``"1"``
 object (model, dict)       the same object with one leaf spelled another way (recursively)
 array                      the same list with one element spelled another way
@@ -316,6 +317,9 @@ def _texts(text: str) -> list[str]:
     if "ı" in text:
         out.append(text.replace("ı", "\U0001d6a4"))
     out += [unicodedata.normalize("NFD", text.upper()), f" {text}", f"{text} ", f"\t{text}\n"]
+    # Longer names that share the whole of this one: a store that truncates names (or keys a
+    # prefix) merges them, and the certifier cannot know it (they are distinct proof keys).
+    out += [f"{text}zz", f"{text}zzzzzzzzzzzzzzzz"]
     out += _paths(text)
     stripped = text.strip()
     try:
