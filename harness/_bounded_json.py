@@ -19,12 +19,16 @@ __all__ = (
     "MAX_NUMBER_CHARS",
     "MAX_TEXT_CHARS",
     "JSONLimitError",
+    "NotFinite",
+    "NumberTooLong",
     "loads_bounded",
+    "nesting",
+    "number_hooks",
 )
 
 #: The deepest nesting of objects and arrays a value may have.
 MAX_DEPTH = 64
-#: The longest number literal (characters): 100 digits is beyond any id or amount.
+#: The most digits of a number in a call's arguments: 100 is beyond any id or amount.
 MAX_NUMBER_CHARS = 100
 #: The longest text parsed (characters).
 MAX_TEXT_CHARS = 8 * 2**20
@@ -34,27 +38,47 @@ class JSONLimitError(ValueError):
     """The text is JSON past one of the limits (the message says which)."""
 
 
-def _integer(text: str) -> int:
-    if len(text) > MAX_NUMBER_CHARS:
-        raise JSONLimitError(
-            f"an integer of {len(text)} digits (at most {MAX_NUMBER_CHARS} are read)"
-        )
-    return int(text)
+class NumberTooLong(JSONLimitError):
+    """A number literal with more digits than allowed (``digits``: how many it has)."""
+
+    def __init__(self, digits: int, limit: int) -> None:
+        super().__init__(f"an integer of {digits} digits (at most {limit} are read)")
+        self.digits = digits
 
 
-def _real(text: str) -> float:
-    if len(text) > MAX_NUMBER_CHARS:
-        raise JSONLimitError(
-            f"a number of {len(text)} characters (at most {MAX_NUMBER_CHARS} are read)"
-        )
-    value = float(text)
-    if not math.isfinite(value):
-        raise JSONLimitError(f"the number {text} is out of range")
-    return value
+class NotFinite(JSONLimitError):
+    """``NaN``, ``Infinity`` or a number too large for a float (``text``: its spelling)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(f"the number {text} is not finite (JSON has none)")
+        self.text = text
 
 
-def _constant(text: str) -> Any:
-    raise JSONLimitError(f"{text} is not a JSON number")
+def number_hooks(max_digits: int) -> dict[str, Any]:
+    """``json.loads`` keyword arguments that read numbers within limits: an integer of more
+    than ``max_digits`` digits raises :class:`NumberTooLong` before Python converts it (so
+    never Python's own digit-limit error), a real of more than ``max_digits`` characters
+    too, and ``NaN``, ``Infinity`` or a real beyond the double range :class:`NotFinite`.
+    The one reading of numbers for every edge (call arguments, the proxy's requests)."""
+
+    def integer(text: str) -> int:
+        digits = len(text) - text.startswith("-")
+        if digits > max_digits:
+            raise NumberTooLong(digits, max_digits)
+        return int(text)
+
+    def real(text: str) -> float:
+        if len(text) > max_digits + 8:  # (sign, point, exponent)
+            raise NumberTooLong(len(text), max_digits)
+        value = float(text)
+        if not math.isfinite(value):
+            raise NotFinite(text[:40])
+        return value
+
+    def constant(text: str) -> Any:
+        raise NotFinite(text)
+
+    return {"parse_int": integer, "parse_float": real, "parse_constant": constant}
 
 
 def loads_bounded(text: str) -> Any:
@@ -63,7 +87,7 @@ def loads_bounded(text: str) -> Any:
     if len(text) > MAX_TEXT_CHARS:
         raise JSONLimitError(f"{len(text):,} characters (at most {MAX_TEXT_CHARS:,} are read)")
     try:
-        value = json.loads(text, parse_int=_integer, parse_float=_real, parse_constant=_constant)
+        value = json.loads(text, **number_hooks(MAX_NUMBER_CHARS))
     except RecursionError:
         raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels") from None
     depth = nesting(value)

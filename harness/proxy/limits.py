@@ -15,11 +15,11 @@ the fix, and nothing of the server (no path, no Python hint).
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from harness._bounded_json import NotFinite, NumberTooLong, number_hooks
 from harness.proxy.protocol import BadRequest
 
 __all__ = ("Limits", "check_arguments", "decode_json")
@@ -34,38 +34,10 @@ class Limits:
     max_int_digits: int = 1000
 
 
-class _TooManyDigits(Exception):
-    def __init__(self, digits: int) -> None:
-        self.digits = digits
-
-
-class _NotFinite(Exception):
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
 def _loads(text: str | bytes, limits: Limits) -> Any:
-    """``json.loads`` with the number limits (raises :class:`_TooManyDigits`,
-    :class:`_NotFinite`, ``RecursionError`` or ``ValueError``)."""
-
-    def parse_int(digits: str) -> int:
-        count = len(digits) - digits.startswith("-")
-        if count > limits.max_int_digits:
-            raise _TooManyDigits(count)
-        return int(digits)
-
-    def parse_float(number: str) -> float:
-        value = float(number)
-        if not math.isfinite(value):
-            raise _NotFinite(number[:40])
-        return value
-
-    def parse_constant(name: str) -> float:
-        raise _NotFinite(name)
-
-    return json.loads(
-        text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
-    )
+    """``json.loads`` with the number limits (:func:`harness._bounded_json.number_hooks`:
+    raises ``NumberTooLong``, ``NotFinite``, ``RecursionError`` or ``ValueError``)."""
+    return json.loads(text, **number_hooks(limits.max_int_digits))
 
 
 def decode_json(text: str | bytes, *, what: str, limits: Limits, param: str | None = None) -> Any:
@@ -103,13 +75,13 @@ def _decoded(text: str | bytes, what: str, limits: Limits, param: str | None) ->
     """``text`` parsed, every limit but plain invalid JSON (a ``ValueError``) refused."""
     try:
         return _loads(text, limits)
-    except _TooManyDigits as exc:
+    except NumberTooLong as exc:
         raise BadRequest(
             f"{what} holds an integer of {exc.digits:,} digits, over this server's limit of "
             f"{limits.max_int_digits:,}; send such a number as a string.",
             param=param,
         ) from None
-    except _NotFinite as exc:
+    except NotFinite as exc:
         raise BadRequest(
             f"{what} holds the number {exc.text!r}, which JSON cannot carry (not finite); "
             "send a finite number, or the value as a string.",
