@@ -53,10 +53,10 @@ import anyio
 from anyio.abc import TaskGroup
 
 from harness.calls import Executor, SpeculationRecord, ToolResult
+from harness.certify.provenance import result_values, scalar_leaves
 from harness.effects import canonical_text
 from harness.engines.base import ToolCall
 from harness.manifest import Phase
-from harness.provenance import result_values, scalar_leaves
 from harness.tools import Tool, Toolset
 
 __all__ = (

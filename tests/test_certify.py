@@ -478,7 +478,7 @@ def test_item4_an_input_sourced_argument_outside_the_inputs_is_refused() -> None
 
 
 def test_item4_online_a_deviating_call_is_discarded_while_a_window_is_open() -> None:
-    from harness.provenance import TurnView
+    from harness.certify.provenance import TurnView
 
     windows = Windows(
         SchemaSoundDetector().tracker(issue15_toolset(), ONE_PHASE, {"keys": ["a", "b"]})
@@ -505,7 +505,7 @@ def test_item4_the_marker_is_refused_under_any_source_and_by_both_detectors() ->
 
 
 def test_item4_the_text_of_a_finished_withheld_result_is_refused() -> None:
-    from harness.provenance import TurnView
+    from harness.certify.provenance import TurnView
 
     windows = Windows(SchemaSoundDetector().tracker(issue15_toolset(), ONE_PHASE, {"keys": ["a"]}))
     windows.admit(call(0, "put_slot", n=1, value="x"), TurnView())
@@ -676,7 +676,7 @@ def test_item4_provenance_holds_under_every_phase_a_call_may_belong_to() -> None
             }
         }
     ).skill("s")
-    from harness.provenance import TurnView
+    from harness.certify.provenance import TurnView
 
     windows = Windows(SchemaSoundDetector().tracker(issue15_toolset(), skill, {"owner": "ana"}))
     assert windows.admit(call(0, "get", key="a"), TurnView()).admission.action == "join"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.certify.provenance import check_provenance, quotes_withheld
 from harness.effects import Effect
 from harness.manifest import ArgSource
-from harness.provenance import check_provenance, quotes_withheld
 
 MARKER = "[withheld]"
 

@@ -13,7 +13,7 @@ from (:class:`~harness.manifest.ArgSource`); an argument sourced from ``result:P
   argument that quotes the withheld-result marker;
 * :func:`provenance_failures`: online and batch, for every detector, arguments that quote the
   marker or the text of a withheld result, and (with a manifest) arguments whose value does
-  not come from their declared source (:mod:`harness.provenance`);
+  not come from their declared source (:mod:`harness.certify.provenance`);
 * :func:`dependent_edge`: the ground truth the certification kit checks windows against.
 
 A call with a provenance failure is never admitted: discarded and regenerated after the absorb
@@ -26,17 +26,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.certify.verdict import Failure
-from harness.effects import Effect
-from harness.engines.base import ToolCall
-from harness.manifest import ArgSource, Phase, Skill
-from harness.provenance import (
+from harness.certify.provenance import (
     InputValues,
     ProvenancePlan,
     TurnView,
     Violation,
     quotes_withheld,
 )
+from harness.certify.verdict import Failure
+from harness.effects import Effect
+from harness.engines.base import ToolCall
+from harness.manifest import ArgSource, Phase, Skill
 
 __all__ = (
     "dependent_edge",
@@ -111,7 +111,7 @@ def provenance_failures(
     detector), and, given the manifest's ``sources`` for its tool, arguments whose value
     does not come from there. ``view``: what the call's turn could see (``None`` outside a
     run: result-sourced values are then not checked). ``plan``: the sources, inputs and
-    effect compiled once (:class:`~harness.provenance.ProvenancePlan`), instead of the three."""
+    effect compiled once (:class:`~harness.certify.provenance.ProvenancePlan`), instead of the three."""
     arguments = call.args.value
     if arguments is None:
         if marker and marker in call.arguments:

@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Self
 
+from harness.certify.provenance import TurnView
 from harness.certify.verdict import Admission, Certificate, Failure, Rejection, WindowView
 from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
-from harness.provenance import TurnView
 from harness.tools import Toolset
 
 __all__ = ("Detector", "TrackerBase", "WindowTracker", "replay")

@@ -17,6 +17,7 @@ from harness.certify.d1 import WindowConflicts
 from harness.certify.d2 import provenance_failures
 from harness.certify.d3 import looks_like_gather, not_gather_failure
 from harness.certify.detector import TrackerBase, WindowTracker, replay
+from harness.certify.provenance import TurnView
 from harness.certify.verdict import (
     DEFAULT_MARKER,
     Admission,
@@ -27,7 +28,6 @@ from harness.certify.verdict import (
 )
 from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
-from harness.provenance import TurnView
 from harness.tools import Toolset
 
 __all__ = ("PhaseHeuristicDetector",)

@@ -31,6 +31,7 @@ from harness.certify.d2 import (
 )
 from harness.certify.d3 import ambiguity_failure, phase_failures
 from harness.certify.detector import TrackerBase, WindowTracker, replay
+from harness.certify.provenance import InputValues, ProvenancePlan, TurnView
 from harness.certify.verdict import (
     DEFAULT_MARKER,
     Admission,
@@ -42,7 +43,6 @@ from harness.certify.verdict import (
 from harness.effects import Footprint
 from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
-from harness.provenance import InputValues, ProvenancePlan, TurnView
 from harness.tools import Toolset
 
 __all__ = ("SchemaSoundDetector",)
@@ -288,7 +288,7 @@ class _SchemaSoundTracker(TrackerBase):
         self, call: ToolCall, plans: Sequence[ProvenancePlan], view: TurnView | None
     ) -> list[Failure]:
         """Arguments not from their declared sources and arguments that quote a withheld
-        result (:mod:`harness.provenance`), under *every* phase the call may belong to (one
+        result (:mod:`harness.certify.provenance`), under *every* phase the call may belong to (one
         plan each): a violation under any of them refuses the call (its phase is not known,
         so neither is where its arguments should come from)."""
         if len(plans) == 1:  # (one plan's failures are distinct already: one per argument)

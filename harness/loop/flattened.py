@@ -21,10 +21,10 @@ from __future__ import annotations
 from anyio.abc import TaskGroup
 
 from harness.certify import Detector, WindowTracker
+from harness.certify.provenance import TurnView
 from harness.engines.base import Completion, GenerationSettings, ToolCall
 from harness.loop.serial import serial_settings
 from harness.loop.state import RunState
-from harness.provenance import TurnView
 from harness.window import Window, Windows
 
 __all__ = ("FlattenedArm",)

@@ -16,11 +16,11 @@ from anyio.abc import TaskGroup
 
 from harness._concurrency import gather
 from harness.certify import Detector
+from harness.certify.provenance import TurnView
 from harness.engines.base import Completion, GenerationSettings
 from harness.loop.policy import with_room_for_forced
 from harness.loop.state import RunState
 from harness.manifest import Phase
-from harness.provenance import TurnView
 from harness.window import Windows
 
 __all__ = ("ParallelArm",)

@@ -39,6 +39,7 @@ import anyio
 from harness._logging import get_logger
 from harness.calls import ToolResult
 from harness.certify import Certificate, Detector, Rejection, WindowTracker
+from harness.certify.provenance import TurnView
 from harness.engines.base import (
     ClosingContext,
     Completion,
@@ -55,7 +56,6 @@ from harness.loop.config import LoopConfig
 from harness.loop.driver import LoopResult, run_loop
 from harness.loop.state import RunState
 from harness.manifest import Phase, Skill
-from harness.provenance import TurnView
 from harness.proxy.ids import canonical_arguments
 from harness.task import Task
 from harness.tools import Toolset
