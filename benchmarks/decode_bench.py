@@ -1,7 +1,7 @@
 """Decode speed of the harness's engine against raw vLLM, side by side in one invocation.
 
 ``python -m benchmarks.decode_bench [--reps 5] [--tokens 128] [--phases quiet,loaded]
-[--variant raw --variant harness ...] [--out DIR]``
+[--texts free,forced,prefill] [--variant raw --variant harness ...] [--out DIR]``
 
 Each variant is an engine in its own process, started once and kept for the whole run:
 
@@ -16,13 +16,18 @@ A variant may carry options after a colon, ``harness:threads_bind=0-1`` (a
 ``VLLMSettings`` field) or ``harness:VLLM_WORKER_MULTIPROC_METHOD=fork`` (an environment
 variable set before the engine starts), comma separated; the label is the whole spec.
 
-Two kinds of text: *free* (greedy, a story prompt) and *forced* (the gold policy's path: a
+Three kinds of text: *free* (greedy, a story prompt), *forced* (the gold policy's path: a
 tool call forced through vLLM's ``choice`` constraint, every token prefilled and decoded by
-the model). Each measurement is a pair of requests on the same prompt kind, a short one and a
+the model; the short and the long reply answer the same prompt) and, with ``--texts``,
+*prefill* (a ~1.1k-token prompt and one token, against a tiny prompt: prompt tokens per
+second). Each measurement is a pair of requests on the same prompt kind, a short one and a
 long one (unique prompts, so neither hits the prefix cache): the decode rate is the extra
 tokens of the long reply over the extra wall time it took, so what every request pays once
 (tokenising, scheduling, prefill, the output path) cancels and what is left is the cost of a
 decoded token as the caller sees it. The engine's own first-to-last-token rate is kept too.
+
+Each engine process leads its own process group and kills it when the benchmark ends or dies
+(even by SIGKILL: the kernel sends it SIGTERM), so no engine outlives a run.
 
 The variants take turns within every repetition (the order rotates each repetition), so each
 sees the same machine. The ``loaded`` phase runs beside a fixed, bounded load the benchmark
