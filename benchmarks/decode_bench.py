@@ -32,7 +32,7 @@ Each engine process leads its own process group and kills it when the benchmark 
 The variants take turns within every repetition (the order rotates each repetition), so each
 sees the same machine. The ``loaded`` phase runs beside a fixed, bounded load the benchmark
 starts and stops itself: one busy-looping process per CPU. The other engines sit idle while
-one is measured. Results (one JSON row per measured pair) and ``report.md`` go to ``--out``.
+one is measured. Results (``decode.jsonl``, one JSON row per measured pair; not ``results.jsonl``, the name of arm runs' rows) and ``report.md`` go to ``--out``.
 """
 
 from __future__ import annotations
@@ -512,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--texts takes free, forced and/or prefill")
     rows = run(args)
     out = Path(args.out)
-    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "decode.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     command = "python -m benchmarks.decode_bench " + " ".join(
         a for a in (argv if argv is not None else sys.argv[1:])
     )
