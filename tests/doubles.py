@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 
 from harness import Manifest, Task, Toolset, tool
+from harness.proxy.effects_file import effects_from_dict
 from harness.task import GoldCall
 
 
@@ -114,3 +115,25 @@ def report_task(keys: list[str], *, skill: str = "report") -> Task:
 
 def seeded_store(keys: list[str]) -> Store:
     return Store(docs={k: f"body of {k}: " + "lorem ipsum " * 6 for k in keys})
+
+
+#: A one-phase survey for the proxy's client tests: ``read_doc`` over the task's keys, read-only.
+SURVEY_KEYS = ("a", "b", "c")
+SURVEY_EFFECTS = effects_from_dict({"tools": {"read_doc": {"read_only": True}}})
+SURVEY_MANIFEST = Manifest.from_dict(
+    {
+        "skills": {
+            "survey": {
+                "phases": [
+                    {
+                        "name": "read",
+                        "kind": "fan_out",
+                        "tools": ["read_doc"],
+                        "slots": "input:keys",
+                        "args": {"read_doc.key": "input:keys"},
+                    }
+                ]
+            }
+        }
+    }
+)

@@ -20,37 +20,20 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from harness.manifest import Manifest
-from harness.proxy import ProxyConfig, build_app, effects_from_dict
+from harness.proxy import ProxyConfig, build_app
 from harness.proxy.serve import serve
 from harness.proxy.upstream import UpstreamEngine
+from tests.doubles import SURVEY_EFFECTS, SURVEY_KEYS, SURVEY_MANIFEST
 
 smolagents = pytest.importorskip(
     "smolagents", reason="smolagents is not installed (pip install 'agent-harness[clients]')"
 )
 pytest.importorskip("openai", reason="smolagents' OpenAIModel needs the openai client")
 
+
 pytestmark = pytest.mark.anyio
 
-KEYS = ("a", "b", "c")
-EFFECTS = effects_from_dict({"tools": {"read_doc": {"read_only": True}}})
-MANIFEST = Manifest.from_dict(
-    {
-        "skills": {
-            "survey": {
-                "phases": [
-                    {
-                        "name": "read",
-                        "kind": "fan_out",
-                        "tools": ["read_doc"],
-                        "slots": "input:keys",
-                        "args": {"read_doc.key": "input:keys"},
-                    }
-                ]
-            }
-        }
-    }
-)
+KEYS, EFFECTS, MANIFEST = SURVEY_KEYS, SURVEY_EFFECTS, SURVEY_MANIFEST
 
 
 def _text(message: dict[str, Any]) -> str:

@@ -22,11 +22,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from harness.engines.base import Message, ToolSpec
-from harness.manifest import Manifest
-from harness.proxy import ProxyConfig, build_app, effects_from_dict
+from harness.proxy import ProxyConfig, build_app
 from harness.proxy.conversation import message_meaning
 from harness.proxy.serve import serve
 from harness.testing import ScriptedEngine
+from tests.doubles import SURVEY_EFFECTS, SURVEY_KEYS, SURVEY_MANIFEST
 
 CLIENT = Path(__file__).parent / "clients" / "vercel"
 NODE = shutil.which("node")
@@ -38,27 +38,10 @@ if not (CLIENT / "node_modules" / "ai").is_dir():
         allow_module_level=True,
     )
 
+
 pytestmark = pytest.mark.anyio
 
-KEYS = ("a", "b", "c")
-EFFECTS = effects_from_dict({"tools": {"read_doc": {"read_only": True}}})
-MANIFEST = Manifest.from_dict(
-    {
-        "skills": {
-            "survey": {
-                "phases": [
-                    {
-                        "name": "read",
-                        "kind": "fan_out",
-                        "tools": ["read_doc"],
-                        "slots": "input:keys",
-                        "args": {"read_doc.key": "input:keys"},
-                    }
-                ]
-            }
-        }
-    }
-)
+KEYS, EFFECTS, MANIFEST = SURVEY_KEYS, SURVEY_EFFECTS, SURVEY_MANIFEST
 
 
 def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
