@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from harness.certify import DEFAULT_MARKER
-from harness.engines.base import Completion, GenerationSettings, Message, ToolSpec
+from harness.engines.base import GenerationSettings
+from harness.messages import Completion, Message, ToolSpec
 from harness.testing import ScriptedEngine
 
 __all__ = ("POINTS", "Faults", "FaultyEngine")

@@ -31,7 +31,8 @@ from typing import Any
 
 import anyio
 
-from harness.engines.base import Completion, GenerationSettings, Message
+from harness.engines.base import GenerationSettings
+from harness.messages import Completion, Message
 
 __all__ = ("VARIANTS", "main", "profile")
 

@@ -39,8 +39,8 @@ from typing import Any
 from harness.certify import SchemaSoundDetector
 from harness.certify.conflicts import ConflictIndex
 from harness.effects import MAX_TARGETS, Footprint
-from harness.engines.base import ToolCall
 from harness.manifest import Manifest, Skill
+from harness.messages import ToolCall
 from harness.tools import Toolset, tool
 from harness.window import Windows
 

@@ -151,7 +151,8 @@ class _Harness(_Side):
         )
 
     async def run(self, req: dict[str, Any]) -> tuple[int, int, float]:
-        from harness.engines.base import GenerationSettings, ToolCall
+        from harness.engines.base import GenerationSettings
+        from harness.messages import ToolCall
 
         forced = req["forced"]
         settings = GenerationSettings(
@@ -195,7 +196,7 @@ class _Raw(_Side):
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         from harness.engines import _format
-        from harness.engines.base import ToolCall
+        from harness.messages import ToolCall
 
         rendered = _format.render_messages(req["messages"], req["tools"], False)
         prompt = self.tokenizer.apply_chat_template(

@@ -24,8 +24,9 @@ from typing import Any
 
 import anyio
 
-from harness.engines.base import Completion, GenerationSettings, Message
+from harness.engines.base import GenerationSettings
 from harness.engines.vllm import VLLMEngine, open_default_engine
+from harness.messages import Completion, Message
 
 __all__ = ("main", "measure")
 

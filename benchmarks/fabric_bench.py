@@ -40,7 +40,7 @@ from typing import Any
 import anyio
 import structlog
 
-from harness.engines.base import Completion, Engine, GenerationSettings, Message
+from harness.engines.base import Engine, GenerationSettings
 from harness.fabric import (
     EXAMPLE_TASK,
     Fabric,
@@ -58,6 +58,7 @@ from harness.fabric import (
     render_messages,
     sample_batch,
 )
+from harness.messages import Completion, Message
 
 __all__ = ("GRAPH_VARIANTS", "PLAN_VARIANTS", "main", "measure", "report")
 

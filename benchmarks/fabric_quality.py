@@ -69,8 +69,9 @@ from benchmarks.fabric_quality_tasks import (
     tasks_to_jsonl,
     toolset_for,
 )
-from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolSpec
+from harness.engines.base import Engine, GenerationSettings
 from harness.fabric import Fabric, FabricConfig, GatingPolicy, Mechanisms, RepairPolicy
+from harness.messages import Completion, Message, ToolSpec
 from harness.tools import Toolset
 
 __all__ = (

@@ -50,7 +50,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from harness.engines.base import Message
 from harness.fabric import (
     NODE_SYSTEM,
     Comparator,
@@ -61,6 +60,7 @@ from harness.fabric import (
     llm_node,
     tool_node,
 )
+from harness.messages import Message
 from harness.tools import Toolset, tool
 
 __all__ = (

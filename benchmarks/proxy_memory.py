@@ -65,8 +65,9 @@ def _serve(conversation_mib: float | None) -> int:
     # the parent ends this process with SIGTERM when it is done: a quiet exit, not an error
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
 
-    from harness.engines.base import ClosingContext, Completion, GenerationSettings, ToolCall
+    from harness.engines.base import ClosingContext, GenerationSettings
     from harness.manifest import Manifest
+    from harness.messages import Completion, ToolCall
     from harness.proxy import ProxyConfig, build_app, effects_from_dict
     from harness.proxy.serve import serve
 

@@ -40,9 +40,10 @@ import httpx
 
 from benchmarks.scale_sim import SimConfig, SimResult, simulate
 from harness.costmodel.routing import Arm, LoopShape, ReplicaProfile, Segment, task_turns
-from harness.engines.base import GenerationSettings, Message
+from harness.engines.base import GenerationSettings
 from harness.engines.openai_http import OpenAIHTTPEngine
 from harness.engines.router import Policy
+from harness.messages import Message
 
 __all__ = ("Measured", "Upstreams", "main", "measure", "segment_message", "start_upstreams")
 

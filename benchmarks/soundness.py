@@ -58,9 +58,9 @@ from unittest import mock
 import anyio
 
 from benchmarks.soundness_identity import IDENTITY_CONTROLS
-from harness.engines.base import Message, ToolSpec
 from harness.loop import Arm
 from harness.manifest import Manifest, Skill
+from harness.messages import Message, ToolSpec
 from harness.task import Task
 from harness.tools import Tool, Toolset, tool
 

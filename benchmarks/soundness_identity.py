@@ -55,9 +55,9 @@ import anyio
 import anyio.lowlevel
 import pydantic
 
-from harness.engines.base import Message, ToolSpec
 from harness.identity import normalise_path
 from harness.manifest import Manifest
+from harness.messages import Message, ToolSpec
 from harness.task import Task
 from harness.tools import Toolset, tool
 
@@ -570,8 +570,7 @@ def _raw_components() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _recursive_identity() -> Iterator[None]:
-    from harness import effects
-    from harness.engines import base
+    from harness import effects, messages
     from harness.tools import Tool
 
     def recursive(value: Any) -> str | None:
@@ -589,7 +588,7 @@ def _recursive_identity() -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(effects, "value_text", recursive))
         stack.enter_context(mock.patch.object(Tool, "footprint", footprint))
-        stack.enter_context(mock.patch.object(base, "loads_bounded", json.loads))
+        stack.enter_context(mock.patch.object(messages, "loads_bounded", json.loads))
         yield
 
 

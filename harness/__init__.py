@@ -39,20 +39,12 @@ from harness.errors import (
 
 if TYPE_CHECKING:
     from harness.calls import ToolResult
-    from harness.engines.base import (
-        Completion,
-        Engine,
-        GenerationSettings,
-        Message,
-        Timings,
-        ToolCall,
-        ToolSpec,
-        Usage,
-    )
+    from harness.engines.base import Engine, GenerationSettings
     from harness.engines.openai_http import OpenAIHTTPEngine
     from harness.engines.vllm import VLLMEngine, VLLMSettings, open_default_engine
     from harness.loop import LoopConfig, LoopResult, run_loop
     from harness.manifest import Manifest, load_manifest
+    from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
     from harness.model import prepare_model
     from harness.task import GoldCall, Task
     from harness.tools import Effect, Tool, Toolset, tool

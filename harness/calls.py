@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import anyio
 
 from harness._tool_thread import ToolThread
-from harness.engines.base import Message, ToolCall
+from harness.messages import Message, ToolCall
 from harness.tools import Tool, Toolset
 
 __all__ = (

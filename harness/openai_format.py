@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from harness.engines.base import Message, ToolCall
 from harness.errors import ConfigError
+from harness.messages import Message, ToolCall
 
 __all__ = ("ROLES", "call_ids", "message_from_openai", "messages_from_openai", "messages_to_openai")
 

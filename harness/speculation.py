@@ -55,8 +55,8 @@ from anyio.abc import TaskGroup
 from harness.calls import Executor, SpeculationRecord, ToolResult
 from harness.certify.provenance import result_values, scalar_leaves
 from harness.effects import canonical_text
-from harness.engines.base import ToolCall
 from harness.manifest import Phase
+from harness.messages import ToolCall
 from harness.tools import Tool, Toolset
 
 __all__ = (

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.engines.base import Message, ToolCall
 from harness.errors import ConfigError
+from harness.messages import Message, ToolCall
 from harness.openai_format import messages_from_openai
 
 __all__ = ("GoldCall", "Task")

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.engines.base import ToolCall
 from harness.errors import ConfigError
+from harness.messages import ToolCall
 from harness.task import GoldCall, Task
 
 __all__ = ("TASK_FIELDS", "failures", "load_task_file", "parse_inputs", "task_from_dict")

@@ -31,17 +31,9 @@ from typing import Any
 import anyio
 
 from harness.certkit import DEFAULT_EXAMPLES, CertificationReport, check_toolset
-from harness.engines.base import (
-    ClosingContext,
-    Completion,
-    GenerationSettings,
-    Message,
-    Timings,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from harness.engines.base import ClosingContext, GenerationSettings
 from harness.errors import EngineDeadError, ReplayDivergence
+from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
 
 __all__ = (
     "Reply",

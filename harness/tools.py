@@ -39,8 +39,8 @@ import pydantic
 from harness._schema_check import Check, compile_check
 from harness._tool_thread import ToolThread
 from harness.effects import CanonicalSpec, Effect, Fold, Footprint, TargetSpec, template_fields
-from harness.engines.base import ToolSpec
 from harness.errors import ToolsetError
+from harness.messages import ToolSpec
 
 __all__ = (
     "IDEMPOTENCY_KEY_ARG",

@@ -31,9 +31,9 @@ from harness._concurrency import gather
 from harness.calls import Executor, ToolResult, WindowExecutor
 from harness.certify import DEFAULT_MARKER, Admission, Certificate, WindowTracker
 from harness.certify.provenance import TurnView
-from harness.engines.base import ToolCall
 from harness.errors import ConfigError
 from harness.ledger import CallMode
+from harness.messages import ToolCall
 from harness.speculation import SpecStats
 
 __all__ = ("Step", "Window", "Windows")

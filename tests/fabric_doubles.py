@@ -11,8 +11,9 @@ from typing import Any
 
 import anyio
 
-from harness.engines.base import Completion, GenerationSettings, Message, ToolSpec, Usage
+from harness.engines.base import GenerationSettings
 from harness.fabric import llm_node
+from harness.messages import Completion, Message, ToolSpec, Usage
 from harness.testing import ScriptedEngine
 
 _STEP = re.compile(r"step (\S+?)\.")

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from harness._concurrency import gather, settled
-from harness.engines.base import ToolCall
+from harness.messages import ToolCall
 
 pytestmark = pytest.mark.anyio
 

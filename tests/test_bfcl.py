@@ -47,9 +47,9 @@ from harness.bench.bfcl.categories import bfcl_name, checker_kind
 from harness.bench.report import write_report
 from harness.bench.runner import BenchPlan, plan_jobs
 from harness.calls import execute_call
-from harness.engines.base import ToolCall
 from harness.errors import ConfigError
 from harness.loop import LoopConfig, run_loop
+from harness.messages import ToolCall
 from harness.testing import ScriptedEngine
 
 ENTRIES = {category: load_entries(category) for category in CATEGORIES}

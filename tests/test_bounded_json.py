@@ -12,8 +12,8 @@ import pytest
 
 from harness import Task, Toolset, tool
 from harness._bounded_json import MAX_DEPTH, JSONLimitError, loads_bounded, nesting
-from harness.engines.base import Arguments, ToolCall
 from harness.loop import LoopConfig, run_loop
+from harness.messages import Arguments, ToolCall
 from harness.testing import ScriptedEngine
 
 HOSTILE = {

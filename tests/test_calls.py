@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from harness.calls import ToolResult, execute_call, render_result
-from harness.engines.base import ToolCall
+from harness.messages import ToolCall
 from harness.tools import Tool, Toolset, tool
 
 pytestmark = pytest.mark.anyio

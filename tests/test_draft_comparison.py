@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.draft_bench import _signature, first_difference
 from benchmarks.draft_ties import bf16_ulp, classify, parting
-from harness.engines.base import token_digest
+from harness.messages import token_digest
 
 
 def _job(digests: list[str], calls: list[tuple[str, str]], answer: str = "a") -> dict[str, Any]:

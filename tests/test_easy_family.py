@@ -23,10 +23,10 @@ from harness.bench.workload import (
     workload_tasks,
 )
 from harness.cli import main
-from harness.engines.base import ToolCall
 from harness.errors import ConfigError
 from harness.loop import LoopConfig, run_loop
 from harness.loop.levers import open_slot_count, open_slot_specs
+from harness.messages import ToolCall
 from harness.testing import ScriptedEngine
 from harness.toolsets.workspace import load_workspace_manifest
 

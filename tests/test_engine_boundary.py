@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from harness import Task, Toolset
-from harness.engines.base import GenerationSettings, Message, ToolSpec, guarded_generate
+from harness.engines.base import GenerationSettings, guarded_generate
 from harness.errors import EngineDeadError, EngineError, HarnessError
 from harness.loop import LoopConfig, run_loop
+from harness.messages import Message, ToolSpec
 from harness.testing import ScriptedEngine
 
 pytestmark = pytest.mark.anyio

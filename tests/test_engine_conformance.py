@@ -19,17 +19,10 @@ import anyio
 import httpx
 import pytest
 
-from harness.engines.base import (
-    Completion,
-    Engine,
-    GenerationSettings,
-    Message,
-    StreamingEngine,
-    ToolCall,
-    ToolSpec,
-)
+from harness.engines.base import Engine, GenerationSettings, StreamingEngine
 from harness.engines.openai_http import OpenAIHTTPEngine
 from harness.errors import EngineDeadError
+from harness.messages import Completion, Message, ToolCall, ToolSpec
 from harness.testing import ScriptedEngine
 from tests.engine_support import READ_DOC, TINY_SETTINGS, FakeOpenAIServer
 

@@ -9,7 +9,8 @@ import jsonschema
 import pytest
 
 from harness.engines import _format
-from harness.engines.base import Completion, GenerationSettings, ToolCall
+from harness.engines.base import GenerationSettings
+from harness.messages import Completion, ToolCall
 from tests.engine_support import READ_DOC
 
 ADD = {

@@ -15,9 +15,10 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.engines.base import Completion, GenerationSettings, Message, ToolCall
+from harness.engines.base import GenerationSettings
 from harness.engines.vllm import VLLMEngine
 from harness.errors import ContextWindowExceeded, EngineDeadError, EngineRequestError
+from harness.messages import Completion, Message, ToolCall
 from tests.engine_support import READ_DOC, TINY_SETTINGS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.timeout(600)]

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from structlog.testing import capture_logs
 
 from harness import ConfigError, EngineDeadError, NodeFailed, Toolset, tool
-from harness.engines.base import Completion, GenerationSettings, Message, ToolSpec, Usage
+from harness.engines.base import GenerationSettings
 from harness.fabric import (
     EXAMPLE_TASK,
     Criticality,
@@ -48,6 +48,7 @@ from harness.fabric import (
     verify_node,
     vote,
 )
+from harness.messages import Completion, Message, ToolSpec, Usage
 from harness.testing import ScriptedEngine, fabric_demo_engine
 from tests.fabric_doubles import GatedEngine, echo, node_of, step
 from tests.strategies import ballots, dag_specs

@@ -13,7 +13,7 @@ import pytest
 
 from harness import ConfigError, EngineRequestError, NodeFailed
 from harness.cli import main
-from harness.engines.base import Completion, GenerationSettings, Message, ToolSpec
+from harness.engines.base import GenerationSettings
 from harness.fabric import (
     COMPOSER_SYSTEM,
     EXAMPLE_TASK,
@@ -28,6 +28,7 @@ from harness.fabric import (
     plan_and_execute,
 )
 from harness.fabric.decompose import NAIVE_SYSTEM
+from harness.messages import Completion, Message, ToolSpec
 from harness.testing import ScriptedEngine
 from tests.fabric_doubles import GatedEngine, echo, node_of, step
 

@@ -15,11 +15,12 @@ import anyio
 import pytest
 
 from harness.calls import ToolResult
-from harness.engines.base import Completion, GenerationSettings, ToolCall, Usage
+from harness.engines.base import GenerationSettings
 from harness.errors import JournalError, ReplayDivergence
 from harness.journal import Journal, completion_from_entry, idempotency_key, prompt_hash
 from harness.journal.backends import BACKENDS
 from harness.journal.execution import JournaledCalls, retry_is_safe
+from harness.messages import Completion, ToolCall, Usage
 from harness.tools import Toolset, tool
 
 pytestmark = pytest.mark.anyio

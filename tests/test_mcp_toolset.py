@@ -10,8 +10,8 @@ import pytest
 
 from harness import ConfigError, Task
 from harness.calls import execute_call
-from harness.engines.base import ToolCall
 from harness.loop import LoopConfig, run_loop
+from harness.messages import ToolCall
 from harness.testing import ScriptedEngine
 from tests import doubles
 from tests.doubles import MANIFEST

@@ -12,9 +12,10 @@ import anyio
 import httpx
 import pytest
 
-from harness.engines.base import Completion, GenerationSettings, ToolCall
+from harness.engines.base import GenerationSettings
 from harness.engines.openai_http import OpenAIHTTPEngine
 from harness.errors import ConfigError, EngineDeadError, EngineRequestError
+from harness.messages import Completion, ToolCall
 from tests.engine_support import READ_DOC, FakeOpenAIServer
 
 pytestmark = pytest.mark.anyio

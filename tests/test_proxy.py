@@ -13,8 +13,8 @@ import anyio
 import httpx
 import pytest
 
-from harness.engines.base import Message, ToolSpec
 from harness.manifest import Manifest
+from harness.messages import Message, ToolSpec
 from harness.proxy import CallIds, ProxyConfig, build_app, effects_from_dict, in_process_client
 from harness.testing import ScriptedEngine
 
@@ -250,7 +250,7 @@ async def test_ids_minted_by_another_server_do_not_verify() -> None:
 
 
 def test_minted_ids_are_tamper_evident() -> None:
-    from harness.engines.base import ToolCall
+    from harness.messages import ToolCall
 
     ids = CallIds(b"secret")
     call = ToolCall("up_1", "read_doc", '{"key": "a"}')

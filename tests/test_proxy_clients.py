@@ -29,7 +29,8 @@ from benchmarks.proxy_bench import (
     pydantic_ai_loop,
     workspace_effects,
 )
-from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolSpec
+from harness.engines.base import Engine, GenerationSettings
+from harness.messages import Completion, Message, ToolSpec
 from harness.proxy import ProxyConfig, build_app, in_process_client
 from harness.testing import ScriptedEngine
 from harness.toolsets.workspace import load_workspace_manifest

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.engines.base import Message
+from harness.messages import Message
 from harness.proxy import in_process_client
 from harness.proxy.conversation import Conversations, history_bytes
 from harness.testing import ScriptedEngine

@@ -14,8 +14,8 @@ import pytest
 
 from benchmarks.proxy_bench import GoldForcing, run_calls, workspace_effects
 from harness.bench.workload import WorkloadTask, generate_tasks
-from harness.engines.base import Message, ToolCall
 from harness.loop.state import DEFAULT_LOOP_SYSTEM
+from harness.messages import Message, ToolCall
 from harness.proxy import ProxyConfig, build_app, in_process_client
 from harness.proxy.positions import HistoryCall, PositionCache, history_calls
 from harness.testing import ScriptedEngine

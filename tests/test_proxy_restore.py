@@ -16,10 +16,10 @@ from structlog.testing import capture_logs
 
 from benchmarks.proxy_bench import GoldForcing, run_calls, workspace_effects
 from harness.bench.workload import WorkloadTask, generate_tasks
-from harness.engines.base import Message, ToolCall
 from harness.ledger import Ledger
 from harness.loop.state import DEFAULT_LOOP_SYSTEM
 from harness.manifest import Manifest
+from harness.messages import Message, ToolCall
 from harness.proxy import ProxyConfig, build_app, in_process_client
 from harness.proxy.ids import canonical_arguments
 from harness.testing import ScriptedEngine

@@ -14,8 +14,9 @@ import anyio
 import openai
 import pytest
 
-from harness.engines.base import Completion, GenerationSettings, Message, ToolSpec
+from harness.engines.base import GenerationSettings
 from harness.errors import EngineRequestError
+from harness.messages import Completion, Message, ToolSpec
 from harness.proxy import build_app, in_process_client
 from harness.testing import ScriptedEngine
 from tests.test_proxy import KEYS, TOOLS, make_app, opening, survey_script

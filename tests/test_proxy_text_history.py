@@ -15,7 +15,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from harness.engines.base import Message, ToolSpec
+from harness.messages import Message, ToolSpec
 from harness.proxy import in_process_client
 from harness.testing import ScriptedEngine
 from tests.test_proxy import KEYS, body, make_app

@@ -21,7 +21,7 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from harness.engines.base import Message, ToolSpec
+from harness.messages import Message, ToolSpec
 from harness.proxy import ProxyConfig, build_app
 from harness.proxy.conversation import message_meaning
 from harness.proxy.serve import serve

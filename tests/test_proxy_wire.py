@@ -15,7 +15,7 @@ import openai
 import pytest
 from openai.types.responses import ResponseErrorEvent, ResponseFunctionToolCall
 
-from harness.engines.base import Completion
+from harness.messages import Completion
 from harness.proxy import ProxyConfig, build_app, in_process_client, messages_api, responses_api
 from harness.testing import ScriptedEngine
 from tests.test_proxy import KEYS, TOOLS, client_loop, make_app, opening, run_tool, survey_script

@@ -14,10 +14,11 @@ import httpx
 import pytest
 
 from harness._commands._engine_args import add_engine_arguments, open_engine
-from harness.engines.base import GenerationSettings, Message
+from harness.engines.base import GenerationSettings
 from harness.engines.openai_http import OpenAIHTTPEngine
 from harness.engines.router import Router, conversation_key, split_base_urls
 from harness.errors import ConfigError, EngineDeadError, EngineRequestError
+from harness.messages import Message
 
 pytestmark = pytest.mark.anyio
 

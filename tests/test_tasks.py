@@ -24,9 +24,9 @@ from harness.bench.workload import (
 from harness.calls import execute_call
 from harness.certify import Certificate, Rejection, SchemaSoundDetector
 from harness.cli import main
-from harness.engines.base import ToolCall
 from harness.errors import ConfigError
 from harness.loop import ARMS, LoopConfig, run_loop
+from harness.messages import ToolCall
 from harness.task import GoldCall
 from harness.testing import ScriptedEngine
 from harness.toolsets.workspace import WorkspaceState, load_workspace_manifest

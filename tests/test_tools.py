@@ -13,8 +13,8 @@ import pytest
 from harness.calls import execute_call
 from harness.certify.d1 import call_footprint
 from harness.effects import Footprint
-from harness.engines.base import ToolCall
 from harness.errors import ToolsetError
+from harness.messages import ToolCall
 from harness.tools import Effect, Tool, Toolset, tool
 
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}

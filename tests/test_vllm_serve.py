@@ -17,9 +17,10 @@ from typing import Literal
 import httpx
 import pytest
 
-from harness.engines.base import GenerationSettings, Message, ToolCall
+from harness.engines.base import GenerationSettings
 from harness.engines.openai_http import OpenAIHTTPEngine
 from harness.engines.vllm import VLLMEngine, VLLMSettings
+from harness.messages import Message, ToolCall
 from tests.engine_support import READ_DOC
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.timeout(900)]

@@ -9,8 +9,8 @@ import pytest
 
 from harness.calls import ToolsetExecutor
 from harness.certify import SchemaSoundDetector
-from harness.engines.base import ToolCall
 from harness.errors import ConfigError
+from harness.messages import ToolCall
 from harness.window import Window, Windows
 from tests.doubles import MANIFEST, Store, make_toolset, seeded_store
 

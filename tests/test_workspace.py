@@ -13,8 +13,8 @@ import pytest
 from harness.calls import execute_call
 from harness.certify import SchemaSoundDetector, check_d1
 from harness.certify.conflicts import overlaps
-from harness.engines.base import ToolCall
 from harness.errors import ManifestError
+from harness.messages import ToolCall
 from harness.toolsets.workspace import (
     FIELDS,
     MANIFEST_PATH,

@@ -18,12 +18,13 @@ from typing import Any
 
 from harness.bench.workload import WorkloadTask
 from harness.certify import Certificate, SchemaSoundDetector
-from harness.engines.base import Engine, GenerationSettings, ToolCall
+from harness.engines.base import Engine, GenerationSettings
 from harness.errors import HarnessError, JournalError
 from harness.journal import Journal, OnDamage
 from harness.ledger import Ledger, record_to_dict
 from harness.loop import Arm, ArmLabel, FlattenSettings, LoopConfig, LoopResult, Policy, run_loop
 from harness.manifest import Manifest
+from harness.messages import ToolCall
 from harness.toolsets.workspace import Latency, fingerprint
 from harness.toolsets.workspace.durable import DurableStore, durable_toolset
 

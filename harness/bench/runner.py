@@ -51,12 +51,13 @@ from harness.bench.jobs import JobSpec, dumps, error_kinds, job_id, run_job
 from harness.bench.outcomes import outcome, outcome_line
 from harness.bench.segments import record_segment
 from harness.bench.workload import WorkloadTask, generate_tasks, workload_tasks
-from harness.engines.base import Engine, GenerationSettings, ToolCall
+from harness.engines.base import Engine, GenerationSettings
 from harness.errors import ConfigError, HarnessError
 from harness.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop import LoopConfig, run_loop
 from harness.loop.levers import LEVERS
 from harness.manifest import Manifest
+from harness.messages import ToolCall
 from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = (

@@ -57,8 +57,8 @@ from harness.bench._easy_templates import (
 )
 from harness.bench._templates import SYSTEM_PROMPT, TEMPLATES
 from harness.certify.conflicts import contains
-from harness.engines.base import ToolCall
 from harness.errors import ConfigError
+from harness.messages import ToolCall
 from harness.task import GoldCall, Task
 from harness.tools import Toolset
 from harness.toolsets.workspace import Latency, WorkspaceState, fingerprint, make_toolset, new_state

@@ -41,9 +41,9 @@ from harness.certify.verdict import (
     Rejection,
     WindowView,
 )
-from harness.engines.base import ToolCall
 from harness.errors import ConfigError
 from harness.manifest import Phase
+from harness.messages import ToolCall
 from harness.tools import Toolset
 
 __all__ = (

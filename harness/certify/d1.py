@@ -23,7 +23,7 @@ from collections.abc import Hashable, Sequence
 from harness.certify.conflicts import Conflict, ConflictIndex
 from harness.certify.verdict import Failure, WindowView
 from harness.effects import Footprint
-from harness.engines.base import ToolCall
+from harness.messages import ToolCall
 from harness.tools import Toolset
 
 __all__ = (

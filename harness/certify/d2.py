@@ -35,8 +35,8 @@ from harness.certify.provenance import (
 )
 from harness.certify.verdict import Failure
 from harness.effects import Effect
-from harness.engines.base import ToolCall
 from harness.manifest import ArgSource, Phase, Skill
+from harness.messages import ToolCall
 
 __all__ = (
     "dependent_edge",

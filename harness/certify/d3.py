@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.certify.verdict import Failure
-from harness.engines.base import ToolCall
 from harness.manifest import Phase
+from harness.messages import ToolCall
 from harness.tools import Toolset
 
 __all__ = (

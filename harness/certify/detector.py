@@ -22,8 +22,8 @@ from typing import Any, Protocol, Self
 
 from harness.certify.provenance import TurnView
 from harness.certify.verdict import Admission, Certificate, Failure, Rejection, WindowView
-from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
+from harness.messages import ToolCall
 from harness.tools import Toolset
 
 __all__ = ("Detector", "TrackerBase", "WindowTracker", "replay")

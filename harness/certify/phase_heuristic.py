@@ -26,8 +26,8 @@ from harness.certify.verdict import (
     Rejection,
     WindowView,
 )
-from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
+from harness.messages import ToolCall
 from harness.tools import Toolset
 
 __all__ = ("PhaseHeuristicDetector",)

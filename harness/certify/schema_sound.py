@@ -41,8 +41,8 @@ from harness.certify.verdict import (
     WindowView,
 )
 from harness.effects import Footprint
-from harness.engines.base import ToolCall
 from harness.manifest import Phase, Skill
+from harness.messages import ToolCall
 from harness.tools import Toolset
 
 __all__ = ("SchemaSoundDetector",)

@@ -17,8 +17,8 @@ from typing import Any
 
 from harness.certify import DEFAULT_MARKER
 from harness.certify.d2 import marker_failure, placeholder_failure
-from harness.engines.base import ToolCall
 from harness.manifest import Phase
+from harness.messages import ToolCall
 from harness.tools import Toolset
 
 __all__ = ("validate_window",)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from harness.engines.base import ToolCall
+from harness.messages import ToolCall
 
 __all__ = (
     "DEFAULT_MARKER",

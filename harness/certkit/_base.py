@@ -14,7 +14,7 @@ from harness.certify import Detector
 from harness.certify.conflicts import contains, overlaps
 from harness.certkit._report import ClaimName, ClaimResult, Counterexample
 from harness.effects import literal_target
-from harness.engines.base import ToolCall
+from harness.messages import ToolCall
 from harness.tools import Tool, Toolset
 
 __all__ = (

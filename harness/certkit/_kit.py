@@ -58,9 +58,9 @@ from harness.certkit._contract import CertifiableToolset
 from harness.certkit._d2 import check_d2
 from harness.certkit._report import ClaimName, ClaimResult, Counterexample, Outcome
 from harness.certkit._speculable import check_speculable
-from harness.engines.base import ToolCall
 from harness.errors import ToolsetError
 from harness.manifest import ArgSource, Manifest, Phase
+from harness.messages import ToolCall
 from harness.tools import Tool, Toolset
 
 __all__ = ("Falsified", "Kit")

@@ -10,16 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from harness.engines.base import (
-    Completion,
-    Engine,
-    GenerationSettings,
-    Message,
-    Timings,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from harness.engines.base import Engine, GenerationSettings
+from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
 
 if TYPE_CHECKING:
     from harness.engines.openai_http import OpenAIHTTPEngine

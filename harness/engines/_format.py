@@ -30,16 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.engines.base import (
-    Completion,
-    GenerationSettings,
-    Message,
-    Timings,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from harness.engines.base import GenerationSettings
 from harness.errors import EngineRequestError
+from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
 
 __all__ = (
     "FALLBACK_SYSTEM",

@@ -14,14 +14,8 @@ from functools import partial
 from typing import cast
 
 from harness._concurrency import gather, settled
-from harness.engines.base import (
-    Completion,
-    Engine,
-    GenerationSettings,
-    Message,
-    ToolSpec,
-    guarded_generate,
-)
+from harness.engines.base import Engine, GenerationSettings, guarded_generate
+from harness.messages import Completion, Message, ToolSpec
 
 __all__ = ("sample_batch",)
 

@@ -53,17 +53,9 @@ import anyio
 import httpx
 
 from harness.engines import _format, _sse, router
-from harness.engines.base import (
-    ClosingContext,
-    Completion,
-    GenerationSettings,
-    Message,
-    Timings,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from harness.engines.base import ClosingContext, GenerationSettings
 from harness.errors import ConfigError, EngineDeadError, EngineRequestError
+from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
 
 __all__ = ("OpenAIHTTPEngine",)
 

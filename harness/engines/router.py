@@ -48,8 +48,8 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 
-from harness.engines.base import Message
 from harness.errors import ConfigError, EngineDeadError, EngineError
+from harness.messages import Message
 
 __all__ = (
     "POLICIES",

@@ -42,20 +42,11 @@ from harness.engines import _format
 from harness.engines._pdeathsig import die_with_parent
 from harness.engines._spawn import spawn_without_main
 from harness.engines._threads import ThreadPlan, bind_this_process, plan_threads
-from harness.engines.base import (
-    ClosingContext,
-    Completion,
-    GenerationSettings,
-    Message,
-    Timings,
-    ToolCall,
-    ToolSpec,
-    Usage,
-    token_digest,
-)
+from harness.engines.base import ClosingContext, GenerationSettings
 from harness.engines.kv_cache import check_fits
 from harness.engines.window_drafts import CHANNEL_ENV, MAX_BATCH_ENV, DraftChannel
 from harness.errors import ConfigError, ContextWindowExceeded, EngineDeadError, EngineRequestError
+from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage, token_digest
 
 __all__ = (
     "SPECULATE",

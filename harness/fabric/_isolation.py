@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 import anyio
 
 from harness.certify import check_d1
-from harness.engines.base import ToolCall
+from harness.messages import ToolCall
 from harness.tools import Toolset
 
 __all__ = ("Isolation",)

@@ -35,14 +35,7 @@ import anyio
 
 from harness._concurrency import gather, settled
 from harness.calls import ToolResult, execute_call
-from harness.engines.base import (
-    Completion,
-    Engine,
-    GenerationSettings,
-    Message,
-    ToolCall,
-    Usage,
-)
+from harness.engines.base import Engine, GenerationSettings
 from harness.errors import EngineDeadError, HarnessError, NodeFailed
 from harness.fabric._isolation import Isolation
 from harness.fabric.config import NODE_SYSTEM, FabricConfig
@@ -51,6 +44,7 @@ from harness.fabric.gating import SINGLE, Gate
 from harness.fabric.graph import Node
 from harness.fabric.result import NodeResult, NodeStatus
 from harness.fabric.verify import Verdict, run_verifier
+from harness.messages import Completion, Message, ToolCall, Usage
 from harness.tools import Toolset
 
 __all__ = ("Account", "NodeRunner", "render_messages")

@@ -26,9 +26,10 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from harness.engines.base import Completion, Engine, GenerationSettings, Message, ToolSpec
+from harness.engines.base import Engine, GenerationSettings
 from harness.engines.batch import sample_batch
 from harness.errors import ConfigError
+from harness.messages import Completion, Message, ToolSpec
 
 __all__ = (
     "DEFAULT_TEMPERATURES",

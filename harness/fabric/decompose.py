@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from harness._logging import get_logger
-from harness.engines.base import Completion, Engine, GenerationSettings, Message, StreamingEngine
+from harness.engines.base import Engine, GenerationSettings, StreamingEngine
 from harness.errors import EngineDeadError, EngineRequestError
 from harness.fabric.config import FabricConfig
 from harness.fabric.executor import Fabric, FabricRun
@@ -44,6 +44,7 @@ from harness.fabric.figures import NaiveBaseline, PEFFigures
 from harness.fabric.graph import llm_node
 from harness.fabric.plan import PLANNER_SYSTEM, PlanParser
 from harness.fabric.result import FabricResult, NodeResult
+from harness.messages import Completion, Message
 from harness.tools import Toolset
 
 __all__ = (

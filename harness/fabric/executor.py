@@ -46,16 +46,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from harness._logging import get_logger
-from harness.engines.base import (
-    ClosingContext,
-    Completion,
-    Engine,
-    GenerationSettings,
-    Message,
-    StreamingEngine,
-    ToolSpec,
-    Usage,
-)
+from harness.engines.base import ClosingContext, Engine, GenerationSettings, StreamingEngine
 from harness.errors import ConfigError, NodeFailed
 from harness.fabric._isolation import Isolation
 from harness.fabric.attempts import NodeRunner
@@ -63,6 +54,7 @@ from harness.fabric.config import FabricConfig
 from harness.fabric.figures import NaiveBaseline, PEFFigures
 from harness.fabric.graph import Node, TaskGraph
 from harness.fabric.result import FabricResult, NodeResult, Wave
+from harness.messages import Completion, Message, ToolSpec, Usage
 from harness.tools import Toolset
 
 __all__ = ("Fabric", "FabricRun", "Inference")

@@ -23,11 +23,11 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.engines.base import Message
 from harness.errors import ConfigError
 from harness.fabric.consensus import Comparator
 from harness.fabric.result import NodeKind, NodeResult
 from harness.fabric.verify import Verdict, Verifier
+from harness.messages import Message
 
 __all__ = (
     "Criticality",

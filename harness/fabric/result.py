@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness.calls import ToolResult
-from harness.engines.base import Completion, Usage
 from harness.errors import HarnessError, NodeFailed
 from harness.fabric.consensus import Vote
 from harness.fabric.figures import PEFFigures
 from harness.fabric.verify import Verdict
+from harness.messages import Completion, Usage
 
 __all__ = ("FabricResult", "NodeKind", "NodeResult", "NodeStatus", "Wave")
 

@@ -56,7 +56,6 @@ from typing import IO, Any, Literal
 
 from harness._lockfile import lock_directory
 from harness.calls import ToolResult
-from harness.engines.base import Completion, ToolCall
 from harness.errors import JournalError
 from harness.journal._state import (
     EVENTS,
@@ -69,6 +68,7 @@ from harness.journal._state import (
 )
 from harness.journal.backends import BACKENDS, BackendName, JournalBackend
 from harness.journal.damage import Damage, Horizon, find_damage
+from harness.messages import Completion, ToolCall
 from harness.tools import ToolThread
 
 __all__ = (

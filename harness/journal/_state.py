@@ -10,15 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.calls import ToolResult
-from harness.engines.base import (
-    Completion,
-    GenerationSettings,
-    Message,
-    Timings,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from harness.engines.base import GenerationSettings
+from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
 
 __all__ = (
     "EVENTS",

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import Literal
 
 from harness.calls import ToolResult, execute_call, render_result
-from harness.engines.base import ToolCall
 from harness.errors import ReplayDivergence
 from harness.journal import Journal, idempotency_key, result_from_entry
+from harness.messages import ToolCall
 from harness.tools import Tool, Toolset, ToolThread
 
 __all__ = ("Decision", "JournaledCalls", "outcome_unknown", "retry_is_safe")

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.engines.base import Completion, GenerationSettings, Message, ToolSpec
+from harness.engines.base import GenerationSettings
 from harness.errors import ReplayDivergence
 from harness.journal import Journal, completion_from_entry, prompt_hash
+from harness.messages import Completion, Message, ToolSpec
 
 __all__ = ("JournaledTurns",)
 

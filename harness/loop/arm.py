@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from harness.engines.base import Completion, GenerationSettings
+from harness.engines.base import GenerationSettings
+from harness.messages import Completion
 
 __all__ = ("ArmStrategy",)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.engines.base import Completion, ToolCall
 from harness.errors import UsageLimitExceeded
 from harness.loop.config import LoopConfig
+from harness.messages import Completion, ToolCall
 
 __all__ = ("Budgets", "Counters")
 

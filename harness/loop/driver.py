@@ -29,7 +29,7 @@ from harness._logging import get_logger
 from harness._tool_thread import ToolThread
 from harness.calls import Executor, ToolResult, ToolsetExecutor
 from harness.certify import Detector, make_detector
-from harness.engines.base import Engine, Message, ToolCall
+from harness.engines.base import Engine
 from harness.errors import ConfigError, UsageLimitExceeded
 from harness.journal import Journal
 from harness.journal.execution import JournaledCalls
@@ -51,6 +51,7 @@ from harness.loop.speculative import SpeculativeArm
 from harness.loop.state import RunState
 from harness.loop.validated import ValidatedArm
 from harness.manifest import Manifest, Skill
+from harness.messages import Message, ToolCall
 from harness.openai_format import messages_to_openai
 from harness.task import Task
 from harness.tools import Toolset

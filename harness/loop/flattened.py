@@ -22,9 +22,10 @@ from anyio.abc import TaskGroup
 
 from harness.certify import Detector, WindowTracker
 from harness.certify.provenance import TurnView
-from harness.engines.base import Completion, GenerationSettings, ToolCall
+from harness.engines.base import GenerationSettings
 from harness.loop.serial import serial_settings
 from harness.loop.state import RunState
+from harness.messages import Completion, ToolCall
 from harness.window import Window, Windows
 
 __all__ = ("FlattenedArm",)

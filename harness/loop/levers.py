@@ -43,8 +43,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.engines.base import ToolCall, ToolSpec
 from harness.manifest import ArgSource, Skill
+from harness.messages import ToolCall, ToolSpec
 
 __all__ = (
     "LEVERS",

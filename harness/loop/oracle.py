@@ -46,8 +46,9 @@ from typing import Any
 from harness.certify import DEFAULT_MARKER
 from harness.certify.provenance import InputValues, result_values
 from harness.effects import canonical_text
-from harness.engines.base import GenerationSettings, Message
+from harness.engines.base import GenerationSettings
 from harness.loop.transcript import Transcript
+from harness.messages import Message
 from harness.task import GoldCall, Task
 
 __all__ = ("UNKNOWN", "ContextView", "OraclePolicy")

@@ -17,10 +17,11 @@ from anyio.abc import TaskGroup
 from harness._concurrency import gather
 from harness.certify import Detector
 from harness.certify.provenance import TurnView
-from harness.engines.base import Completion, GenerationSettings
+from harness.engines.base import GenerationSettings
 from harness.loop.policy import with_room_for_forced
 from harness.loop.state import RunState
 from harness.manifest import Phase
+from harness.messages import Completion
 from harness.window import Windows
 
 __all__ = ("ParallelArm",)

@@ -7,9 +7,10 @@ from dataclasses import replace
 from anyio.abc import TaskGroup
 
 from harness.certify import Detector
-from harness.engines.base import Completion, GenerationSettings
+from harness.engines.base import GenerationSettings
 from harness.loop.policy import with_room_for_forced
 from harness.loop.state import RunState
+from harness.messages import Completion
 
 __all__ = ("SerialArm", "serial_settings")
 

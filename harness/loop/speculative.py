@@ -28,9 +28,9 @@ from functools import partial
 from anyio.abc import TaskGroup
 
 from harness.certify import Detector
-from harness.engines.base import Completion, ToolCall
 from harness.loop.flattened import FlattenedArm
 from harness.loop.state import RunState
+from harness.messages import Completion, ToolCall
 from harness.speculation import CallKey, SpecStats, Speculation, call_key, predict
 from harness.window import Window
 

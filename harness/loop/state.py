@@ -24,14 +24,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.calls import Executor, ToolResult, ToolsetExecutor
-from harness.engines.base import (
-    Completion,
-    Engine,
-    GenerationSettings,
-    Message,
-    ToolCall,
-    guarded_generate,
-)
+from harness.engines.base import Engine, GenerationSettings, guarded_generate
 from harness.engines.batch import sample_batch
 from harness.journal.turns import JournaledTurns
 from harness.ledger import CallMode, CallRecord, Ledger, Purpose, TurnRecord, WindowRecord
@@ -46,6 +39,7 @@ from harness.loop.levers import (
 from harness.loop.policy import POLICIES, PolicyStrategy
 from harness.loop.transcript import Transcript
 from harness.manifest import Skill
+from harness.messages import Completion, Message, ToolCall
 from harness.speculation import SpecStats, draft_calls
 from harness.task import Task
 from harness.tools import Toolset

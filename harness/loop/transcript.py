@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.engines.base import Completion, Message, ToolCall
+from harness.messages import Completion, Message, ToolCall
 from harness.openai_format import call_ids
 
 __all__ = ("Transcript",)

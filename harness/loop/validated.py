@@ -12,8 +12,8 @@ import time
 from dataclasses import replace
 
 from harness.certify.validator import validate_window
-from harness.engines.base import Completion
 from harness.loop.parallel import ParallelArm
+from harness.messages import Completion
 
 __all__ = ("ValidatedArm",)
 

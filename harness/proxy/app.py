@@ -44,21 +44,14 @@ from anyio.abc import TaskGroup
 from harness._logging import get_logger
 from harness.calls import ToolResult
 from harness.certify import make_detector
-from harness.engines.base import (
-    Engine,
-    GenerationSettings,
-    HealthCheckingEngine,
-    Message,
-    StreamingEngine,
-    ToolCall,
-    ToolSpec,
-)
+from harness.engines.base import Engine, GenerationSettings, HealthCheckingEngine, StreamingEngine
 from harness.engines.router import conversation_key
 from harness.errors import ConfigError, EngineError, HarnessError
 from harness.ledger import Ledger, UnrestoredRecord
 from harness.loop.config import LoopConfig
 from harness.loop.state import RunState
 from harness.manifest import Skill
+from harness.messages import Message, ToolCall, ToolSpec
 from harness.proxy.chat_api import ChatApi
 from harness.proxy.config import ProxyConfig
 from harness.proxy.conversation import (

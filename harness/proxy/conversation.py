@@ -40,22 +40,14 @@ from harness._logging import get_logger
 from harness.calls import ToolResult
 from harness.certify import Certificate, Detector, Rejection, WindowTracker
 from harness.certify.provenance import TurnView
-from harness.engines.base import (
-    ClosingContext,
-    Completion,
-    Engine,
-    GenerationSettings,
-    Message,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from harness.engines.base import ClosingContext, Engine, GenerationSettings
 from harness.errors import EngineError, HarnessError, UsageLimitExceeded
 from harness.ledger import Ledger
 from harness.loop.config import LoopConfig
 from harness.loop.driver import LoopResult, run_loop
 from harness.loop.state import RunState
 from harness.manifest import Phase, Skill
+from harness.messages import Completion, Message, ToolCall, ToolSpec, Usage
 from harness.proxy.ids import canonical_arguments
 from harness.task import Task
 from harness.tools import Toolset

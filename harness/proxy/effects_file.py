@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.effects import Effect
-from harness.engines.base import ToolSpec
 from harness.errors import ConfigError, ToolsetError
+from harness.messages import ToolSpec
 from harness.tools import Tool, Toolset
 
 __all__ = ("EFFECT_FIELDS", "ClientToolset", "effects_from_dict", "load_effects", "toolset_for")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from harness.engines.base import ToolCall
+from harness.messages import ToolCall
 
 __all__ = ("CallIds", "MintedId", "canonical_arguments")
 

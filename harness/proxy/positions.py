@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from harness.certify import WindowTracker
-from harness.engines.base import Message, ToolCall
+from harness.messages import Message, ToolCall
 from harness.window import Windows
 
 __all__ = (

@@ -25,8 +25,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.engines.base import GenerationSettings, Message, ToolSpec, Usage
+from harness.engines.base import GenerationSettings
 from harness.errors import ConfigError
+from harness.messages import Message, ToolSpec, Usage
 from harness.proxy.upstream import ProxySettings
 
 __all__ = (

@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from harness.engines.base import Message
+from harness.messages import Message
 from harness.proxy.protocol import BadRequest, ChatRequest, error_body
 from harness.proxy.wire import chat_chunks, parse_as_chat, sse
 

@@ -23,9 +23,10 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
-from harness.engines.base import Completion, StreamingEngine
+from harness.engines.base import StreamingEngine
 from harness.errors import EngineError, HarnessError
 from harness.loop.state import RunState
+from harness.messages import Completion
 from harness.proxy.conversation import Meter
 from harness.proxy.protocol import ChunkWriter, usage_body
 

@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.engines.base import Message, ToolCall
+from harness.messages import Message, ToolCall
 from harness.proxy.ids import CallIds, MintedId, canonical_arguments
 from harness.proxy.restore import Unrestored
 from harness.proxy.store import WindowStore

@@ -31,8 +31,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.engines.base import Engine, GenerationSettings, Message, ToolSpec
+from harness.engines.base import Engine, GenerationSettings
 from harness.engines.openai_http import OpenAIHTTPEngine
+from harness.messages import Message, ToolSpec
 
 __all__ = ("ChoicePlan", "ProxySettings", "UpstreamEngine", "choice_plan", "takes_tool_choice")
 

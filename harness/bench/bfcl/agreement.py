@@ -47,7 +47,7 @@ from harness.bench.bfcl.checker import tool_name
 from harness.bench.bfcl.data import PACKAGE, BFCLEntry, load_entries
 from harness.bench.bfcl.reference import ReferenceChecker, reference_checker
 from harness.bench.bfcl.selection import Quirk, data_quirks
-from harness.engines.base import ToolCall
+from harness.messages import ToolCall
 
 __all__ = ("KINDS", "AgreementReport", "Disagreement", "Tally", "cases", "measure_agreement")
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from harness.bench.bfcl.categories import checker_kind
-from harness.engines.base import ToolCall
+from harness.messages import ToolCall
 
 __all__ = ("BFCLVerdict", "check_calls", "find_function", "standardize_string", "tool_name")
 

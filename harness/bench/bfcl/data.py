@@ -46,8 +46,8 @@ from harness.bench.bfcl.checker import (
     standardize_string,
     tool_name,
 )
-from harness.engines.base import ToolCall
 from harness.errors import ConfigError
+from harness.messages import ToolCall
 from harness.task import GoldCall, Task
 from harness.tools import Toolset
 
