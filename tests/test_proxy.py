@@ -720,6 +720,22 @@ async def test_several_upstreams_keep_each_conversation_on_one_replica() -> None
     assert all(len(hosts) == len(KEYS) + 2 for hosts in served.values())
 
 
+def survey_completion(sent: dict[str, Any]) -> httpx.Response:
+    """A Chat Completions response to request body ``sent``, its reply from
+    ``survey_script``: what a serial upstream answers."""
+    reply = survey_script(sent["messages"], sent.get("tools", []))
+    message: dict[str, Any] = {"role": "assistant", "content": reply}
+    if not isinstance(reply, str):
+        call = {
+            "id": reply["id"],
+            "type": "function",
+            "function": {"name": reply["name"], "arguments": json.dumps(reply["arguments"])},
+        }
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    return httpx.Response(200, json={"choices": [choice], "usage": {}})
+
+
 def recording_upstream(bodies: list[dict[str, Any]], *, models_status: int = 200) -> Any:
     """An HTTP upstream that runs ``survey_script``, recording every chat request body."""
     from harness.engines.openai_http import OpenAIHTTPEngine
@@ -729,17 +745,7 @@ def recording_upstream(bodies: list[dict[str, Any]], *, models_status: int = 200
             return httpx.Response(models_status, json={"object": "list", "data": []})
         sent = json.loads(request.content)
         bodies.append(sent)
-        reply = survey_script(sent["messages"], sent.get("tools", []))
-        message: dict[str, Any] = {"role": "assistant", "content": reply}
-        if not isinstance(reply, str):
-            call = {
-                "id": reply["id"],
-                "type": "function",
-                "function": {"name": reply["name"], "arguments": json.dumps(reply["arguments"])},
-            }
-            message = {"role": "assistant", "content": None, "tool_calls": [call]}
-        choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        return httpx.Response(200, json={"choices": [choice], "usage": {}})
+        return survey_completion(sent)
 
     return OpenAIHTTPEngine(
         "http://upstream/v1",

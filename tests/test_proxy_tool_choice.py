@@ -16,7 +16,16 @@ import pytest
 from harness.proxy import ProxyConfig, build_app, in_process_client
 from harness.proxy.upstream import UpstreamEngine
 from harness.testing import ScriptedEngine
-from tests.test_proxy import EFFECTS, KEYS, MANIFEST, TOOLS, body, opening, survey_script
+from tests.test_proxy import (
+    EFFECTS,
+    KEYS,
+    MANIFEST,
+    TOOLS,
+    body,
+    opening,
+    survey_completion,
+    survey_script,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -33,17 +42,7 @@ def recording(bodies: list[dict[str, Any]], *, tool_format: str = "openai") -> U
     def handle(request: httpx.Request) -> httpx.Response:
         sent = json.loads(request.content)
         bodies.append(sent)
-        reply = survey_script(sent["messages"], sent.get("tools", []))
-        message: dict[str, Any] = {"role": "assistant", "content": reply}
-        if not isinstance(reply, str):
-            call = {
-                "id": reply["id"],
-                "type": "function",
-                "function": {"name": reply["name"], "arguments": json.dumps(reply["arguments"])},
-            }
-            message = {"role": "assistant", "content": None, "tool_calls": [call]}
-        choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        return httpx.Response(200, json={"choices": [choice], "usage": {}})
+        return survey_completion(sent)
 
     return UpstreamEngine(
         "http://upstream/v1",
