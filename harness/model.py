@@ -22,11 +22,11 @@ import importlib.util
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from harness._logging import get_logger
 from harness.errors import ConfigError
 
 __all__ = (
@@ -91,7 +91,9 @@ def is_prepared(folder: Path) -> bool:
 
 
 def _default_progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """A library prints nothing unless asked: each step is logged (``harness.model``, info);
+    the CLI passes its own ``progress`` that prints."""
+    get_logger("harness.model").info("prepare_model", step=message)
 
 
 def prepare_model(
@@ -104,7 +106,7 @@ def prepare_model(
 
     ``cache_dir`` defaults to :func:`default_cache_dir`; the model lands in
     ``cache_dir / DEFAULT_MODEL_NAME``. ``force`` redoes a complete conversion. ``progress``
-    receives one line per step (default: printed to stderr).
+    receives one line per step (default: logged to ``harness.model`` at info level).
     """
     say = progress or _default_progress
     base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()

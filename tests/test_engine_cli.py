@@ -49,7 +49,7 @@ def test_prepare_prints_the_folder_it_prepared(
 ) -> None:
     calls: list[tuple[object, bool]] = []
 
-    def fake_prepare(cache_dir: object = None, force: bool = False) -> Path:
+    def fake_prepare(cache_dir: object = None, force: bool = False, **_: object) -> Path:
         calls.append((cache_dir, force))
         return tmp_path / "m"
 

@@ -130,3 +130,23 @@ def test_missing_converter_packages_point_to_the_cpu_extra(
         ConfigError, match=r"needs gguf, which is not installed.*agent-harness\[cpu\]"
     ):
         model_mod._check_converter()
+
+
+def test_preparing_the_model_prints_nothing_unless_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from structlog.testing import capture_logs
+
+    from harness.model import _default_progress
+
+    with capture_logs() as logs:
+        _default_progress("converting x to y ...")
+    assert capsys.readouterr() == ("", "")  # a library prints nothing: the step is logged
+    assert logs == [
+        {
+            "event": "prepare_model",
+            "step": "converting x to y ...",
+            "log_level": "info",
+            "logger": "harness.model",
+        }
+    ]

@@ -6,6 +6,7 @@ import argparse
 import importlib.metadata
 import importlib.util
 import json
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -168,7 +169,9 @@ def _no_action(parser: argparse.ArgumentParser) -> int:
 def run_prepare(args: argparse.Namespace) -> int:
     from harness.model import prepare_model
 
-    folder = prepare_model(args.cache_dir, force=args.force)
+    folder = prepare_model(
+        args.cache_dir, force=args.force, progress=lambda m: print(m, file=sys.stderr, flush=True)
+    )
     print(folder)
     return 0
 
