@@ -118,10 +118,6 @@ class WindowMeasure:
     wall: dict[str, float] = field(default_factory=dict)
 
 
-def _jobs_by(jobs: Iterable[Job], **match: Any) -> list[Job]:
-    return [j for j in jobs if all(j.get(k) == v for k, v in match.items())]
-
-
 def job_label(job: Job) -> ArmLabel:
     """What the job ran, from its ``arm``, ``eager`` and ``speculate`` fields
     (:meth:`ArmLabel.of <harness.arm_label.ArmLabel.of>`)."""
