@@ -97,14 +97,15 @@ def loads_bounded(text: str) -> Any:
 
 
 def nesting(value: Any) -> int:
-    """How deeply objects and arrays nest in ``value`` (0 for a scalar); iterative."""
+    """How deeply mappings and sequences (lists, tuples, sets) nest in ``value`` (0 for a
+    scalar); iterative."""
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
             children: Any = item.values()
-        elif isinstance(item, list):
+        elif isinstance(item, list | tuple | set | frozenset):
             children = item
         else:
             continue

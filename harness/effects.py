@@ -68,6 +68,7 @@ from decimal import Decimal
 from pathlib import PurePath
 from typing import Any
 
+from harness._bounded_json import MAX_DEPTH, nesting
 from harness.errors import ToolsetError
 from harness.identity import (
     FOLD_STEPS,
@@ -138,6 +139,8 @@ def canonical_text(value: Any) -> str:
         return value.as_posix()
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="backslashreplace")
+    if nesting(value) > MAX_DEPTH:  # (arguments are parsed to this depth: nothing deeper)
+        raise TypeError(f"a value nested deeper than {MAX_DEPTH} levels has no canonical form")
     return json.dumps(_canonical_json(value), sort_keys=True, separators=(",", ":"))
 
 

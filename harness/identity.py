@@ -162,10 +162,6 @@ FOLD_STEPS: Mapping[str, Callable[[str], str]] = {
     "whitespace": _whitespace,
     "path": normalise_path,
 }
-#: The steps that also fold a whole target (literal template text included): the Unicode ones.
-#: ``path`` folds a target's body as one path; ``strip``, ``whitespace`` and custom folds
-#: apply to argument values only.
-TEXT_STEPS = frozenset({"case", "nfc", "nfkc"})
 
 
 def _closed(fn: Callable[[str], str], text: str) -> str:
@@ -242,20 +238,6 @@ class Fold:
             parts.append(getattr(self.custom, "__name__", "custom"))
         return "+".join(parts) or "none"
 
-    @property
-    def text_steps(self) -> tuple[str, ...]:
-        """The steps that fold a whole target's text (the Unicode ones, in order)."""
-        return tuple(s for s in self.steps if s in TEXT_STEPS)
-
-    @property
-    def unicode_only(self) -> bool:
-        """Whether every step is a Unicode one (no custom function, no path or spaces)."""
-        return self.custom is None and all(s in TEXT_STEPS for s in self.steps)
-
-    @property
-    def folds_paths(self) -> bool:
-        return "path" in self.steps
-
     def apply(self, value: Any) -> Any:
         """Fold a string, or every string of a list/tuple/set; other values unchanged."""
         if isinstance(value, str):
@@ -263,20 +245,6 @@ class Fold:
         if isinstance(value, list | tuple | set | frozenset):
             return type(value)(self.apply(v) for v in value)
         return value
-
-
-def fold_text(steps: Sequence[str], text: str) -> str:
-    """``text`` through built-in ``steps``, closed (see :class:`Fold`)."""
-    if not steps:
-        return text
-    fns = [FOLD_STEPS[s] for s in steps]
-
-    def once(t: str) -> str:
-        for fn in fns:
-            t = fn(t)
-        return t
-
-    return _closed(once, text)
 
 
 # -- identity of a value ---------------------------------------------------------------------
