@@ -1,12 +1,14 @@
-"""Shared fixtures: the anyio backend, and a guard that keeps unit tests off the real engine."""
+"""Shared fixtures: the anyio backend, structlog as a fresh process has it, and a guard that
+keeps unit tests off the real engine."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+import structlog
 from hypothesis import settings
 
 # Shared, noisy 2-core machines: a per-example deadline measures the neighbours, not the code.
@@ -18,6 +20,15 @@ settings.load_profile("harness")
 def anyio_backend() -> str:
     # Session scope, so session-scoped async fixtures (the shared real engine) share the loop.
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_structlog() -> Iterator[None]:
+    """Every test starts with structlog's defaults: the CLI's tests configure a WARNING filter
+    for the process, which would otherwise drop the events a later test captures."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
 
 
 _GUARD_MESSAGE = "unit test tried to start the real engine; mark it @pytest.mark.engine"

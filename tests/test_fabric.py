@@ -10,12 +10,11 @@ import pickle
 import re
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import anyio
 import pytest
-import structlog
 from hypothesis import given, settings
 from structlog.testing import capture_logs
 
@@ -716,16 +715,7 @@ def test_a_tiny_compute_ratio_keeps_two_significant_digits_and_unknown_params_dr
     assert PEFFigures(1, 1, 0, 0, 1.0).batch_efficiency == 0.0
 
 
-@pytest.fixture
-def default_structlog() -> Iterator[None]:
-    """structlog as a fresh process has it (the CLI tests configure a WARNING filter)."""
-    structlog.reset_defaults()
-    yield
-    structlog.reset_defaults()
-
-
 @pytest.mark.anyio
-@pytest.mark.usefixtures("default_structlog")
 async def test_figures_of_the_spec_example_are_counted_from_what_ran():
     engine = ScriptedEngine(script=echo)
     config = FabricConfig(model_params=135e6)

@@ -10,11 +10,9 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 import harness
 from harness.cli import COMMANDS, build_parser, main
@@ -50,14 +48,6 @@ def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def _loaded(result: subprocess.CompletedProcess[str]) -> list[str]:
     assert result.returncode == 0, result.stderr
     return list(json.loads(result.stdout.splitlines()[-1]))
-
-
-@pytest.fixture
-def fresh_structlog() -> Iterator[None]:
-    """The CLI configures structlog for the process; put the defaults back afterwards."""
-    structlog.reset_defaults()
-    yield
-    structlog.reset_defaults()
 
 
 def test_import_harness_prints_nothing_and_loads_only_the_errors(tmp_path: Path) -> None:
@@ -258,7 +248,6 @@ def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) 
 RUN = ["run", "--task", "fan_out-02", "--engine", "scripted", "--arm", "F", "--latency", "0"]
 
 
-@pytest.mark.usefixtures("fresh_structlog")
 @pytest.mark.parametrize(
     "argv", [RUN, ["-v", *RUN], [*RUN, "-v"]], ids=["quiet", "v-first", "v-after"]
 )
@@ -276,7 +265,6 @@ def test_v_before_or_after_the_subcommand_logs_every_event_to_stderr(
         assert captured.err == ""
 
 
-@pytest.mark.usefixtures("fresh_structlog")
 def test_log_json_writes_one_json_object_per_event(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*RUN, "--log-json"]) == 0
     events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
