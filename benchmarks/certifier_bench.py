@@ -8,7 +8,7 @@ as microseconds per admitted call:
 1. **synthetic**: windows of n = 2 … 64 calls of a tool whose list arguments expand to k =
    1 … 10⁴ targets per call, every call disjoint from the others (so every call joins and the
    index grows to n × k targets: the worst case for the index). At k = 10⁴ a call is over
-   the expansion bound (``harness.effects.MAX_TARGETS``) and touches everything: the bound
+   the expansion bound (``harness.tools.effects.MAX_TARGETS``) and touches everything: the bound
    at work (such a call joins no window with a writer).
 2. **index alone**: the conflict index with footprints of k expanded targets (no bound), to
    show the cost per target is flat up to 10⁴ targets a call, 64 calls a window.
@@ -38,11 +38,11 @@ from typing import Any
 
 from harness.certify import SchemaSoundDetector
 from harness.certify.conflicts import ConflictIndex
-from harness.effects import MAX_TARGETS, Footprint
-from harness.manifest import Manifest, Skill
+from harness.certify.window import Windows
 from harness.messages import ToolCall
+from harness.skills.manifest import Manifest, Skill
 from harness.tools import Toolset, tool
-from harness.window import Windows
+from harness.tools.effects import MAX_TARGETS, Footprint
 
 __all__ = ("main", "measure", "report")
 

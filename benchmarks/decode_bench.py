@@ -183,7 +183,7 @@ class _Raw(_Side):
 
         folder = self.model
         if folder is None:
-            from harness.model import prepare_model
+            from harness.engines.model import prepare_model
 
             folder = str(prepare_model(None))
         args = VLLMSettings().engine_args(folder)

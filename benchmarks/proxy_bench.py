@@ -52,17 +52,17 @@ import anyio
 import httpx
 
 from harness.bench.workload import WorkloadTask, generate_tasks
-from harness.calls import execute_call
 from harness.engines.base import Engine, GenerationSettings
 from harness.loop import LoopConfig, run_loop
 from harness.loop.config import Arm
 from harness.loop.policy import GoldPolicy, with_room_for_forced
+from harness.loop.task import Task
 from harness.loop.transcript import Transcript
-from harness.manifest import Manifest
 from harness.messages import Completion, Message, ToolCall, ToolSpec
 from harness.proxy import ProxyConfig, ProxyService, build_app, in_process_client
 from harness.proxy.overhead import KINDS
-from harness.task import Task
+from harness.skills.manifest import Manifest
+from harness.tools.execute import execute_call
 from harness.toolsets.workspace import fingerprint, load_workspace_manifest
 
 __all__ = (

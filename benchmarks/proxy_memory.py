@@ -66,10 +66,10 @@ def _serve(conversation_mib: float | None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
 
     from harness.engines.base import ClosingContext, GenerationSettings
-    from harness.manifest import Manifest
     from harness.messages import Completion, ToolCall
     from harness.proxy import ProxyConfig, build_app, effects_from_dict
     from harness.proxy.serve import serve
+    from harness.skills.manifest import Manifest
 
     class Survey(ClosingContext):
         """Reads each key, then writes the report, then answers; keeps nothing."""

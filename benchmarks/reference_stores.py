@@ -75,9 +75,9 @@ from typing import Any
 from unittest import mock
 
 from harness.certify.conflicts import conflict
-from harness.effects import Footprint
-from harness.identity import under_root
 from harness.tools import Tool, Toolset, tool
+from harness.tools.effects import Footprint
+from harness.tools.identity import under_root
 
 __all__ = (
     "CONTROLS",
@@ -589,8 +589,8 @@ def _raw_components() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _per_element_identity() -> Iterator[None]:
-    from harness import effects
-    from harness.identity import Each
+    from harness.tools import effects
+    from harness.tools.identity import Each
 
     original = effects._Identities.values
 
@@ -606,7 +606,7 @@ def _per_element_identity() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _join_absolute() -> Iterator[None]:
-    from harness import effects
+    from harness.tools import effects
 
     original = effects._Identities._typed
 

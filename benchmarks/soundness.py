@@ -59,9 +59,9 @@ import anyio
 
 from benchmarks.soundness_identity import IDENTITY_CONTROLS
 from harness.loop import Arm
-from harness.manifest import Manifest, Skill
+from harness.loop.task import Task
 from harness.messages import Message, ToolSpec
-from harness.task import Task
+from harness.skills.manifest import Manifest, Skill
 from harness.tools import Tool, Toolset, tool
 
 __all__ = (
@@ -505,7 +505,7 @@ def run_case(world: World) -> CaseOutcome:
 
 @contextlib.contextmanager
 def _raw_targets() -> Iterator[None]:
-    from harness.effects import Footprint
+    from harness.tools.effects import Footprint
 
     def footprint(self: Tool, arguments: Any, **_: Any) -> Footprint:
         if not isinstance(arguments, Mapping):
@@ -529,7 +529,7 @@ def _raw_targets() -> Iterator[None]:
         )
         return plain.footprint({k: spell(v) for k, v in raw.items()})
 
-    from harness import effects
+    from harness.tools import effects
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(Tool, "footprint", footprint))
@@ -540,7 +540,7 @@ def _raw_targets() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _reads_are_writes() -> Iterator[None]:
-    from harness.effects import Effect, Footprint
+    from harness.tools.effects import Effect, Footprint
 
     original = Effect.footprint
 

@@ -55,11 +55,11 @@ import anyio
 import anyio.lowlevel
 import pydantic
 
-from harness.identity import normalise_path
-from harness.manifest import Manifest
+from harness.loop.task import Task
 from harness.messages import Message, ToolSpec
-from harness.task import Task
+from harness.skills.manifest import Manifest
 from harness.tools import Toolset, tool
+from harness.tools.identity import normalise_path
 
 __all__ = (
     "CLASSES",
@@ -558,7 +558,7 @@ def run_identity_property(
 def _raw_components() -> Iterator[None]:
     """No proof: every component is its raw text (any characters, no merging of spellings),
     every value ``str(value)``, and no fold applied."""
-    from harness import effects
+    from harness.tools import effects
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(effects, "proof_key", lambda text: text or None))
@@ -570,8 +570,8 @@ def _raw_components() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _recursive_identity() -> Iterator[None]:
-    from harness import effects, messages
-    from harness.tools import Tool
+    from harness import messages
+    from harness.tools import Tool, effects
 
     def recursive(value: Any) -> str | None:
         if isinstance(value, Mapping):

@@ -11,7 +11,7 @@ is imported from its module the first time it is used (PEP 562 module ``__getatt
 script that never touches an engine never imports httpx or vLLM.
 
 The library logs through structlog and is silent unless the application configures logging
-(see :mod:`harness.ledger`); the ``harness`` CLI turns it on with ``-v``.
+(see :mod:`harness.loop.ledger`); the ``harness`` CLI turns it on with ``-v``.
 """
 
 from __future__ import annotations
@@ -38,16 +38,16 @@ from harness.errors import (
 )
 
 if TYPE_CHECKING:
-    from harness.calls import ToolResult
     from harness.engines.base import Engine, GenerationSettings
+    from harness.engines.model import prepare_model
     from harness.engines.openai_http import OpenAIHTTPEngine
     from harness.engines.vllm import VLLMEngine, VLLMSettings, open_default_engine
     from harness.loop import LoopConfig, LoopResult, run_loop
-    from harness.manifest import Manifest, load_manifest
+    from harness.loop.task import GoldCall, Task
     from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
-    from harness.model import prepare_model
-    from harness.task import GoldCall, Task
-    from harness.tools import Effect, Tool, Toolset, tool
+    from harness.skills.manifest import Manifest, load_manifest
+    from harness.tools.execute import ToolResult
+    from harness.tools.toolset import Effect, Tool, Toolset, tool
 
 __version__ = "0.1.0"
 
@@ -76,27 +76,28 @@ _LAZY: dict[str, str] = {
     # tools, manifests, tasks
     "Effect": "harness.tools",
     "Tool": "harness.tools",
-    "ToolResult": "harness.calls",
+    "ToolResult": "harness.tools.execute",
     "Toolset": "harness.tools",
     "tool": "harness.tools",
-    "Manifest": "harness.manifest",
-    "load_manifest": "harness.manifest",
-    "GoldCall": "harness.task",
-    "Task": "harness.task",
-    # engines: the protocol and its values, the two engines, the packaged model
-    "Completion": "harness.engines.base",
+    "Manifest": "harness.skills.manifest",
+    "load_manifest": "harness.skills.manifest",
+    "GoldCall": "harness.loop.task",
+    "Task": "harness.loop.task",
+    # the chat vocabulary
+    "Completion": "harness.messages",
+    "Message": "harness.messages",
+    "Timings": "harness.messages",
+    "ToolCall": "harness.messages",
+    "ToolSpec": "harness.messages",
+    "Usage": "harness.messages",
+    # engines: the protocol, the two engines, the packaged model
     "Engine": "harness.engines.base",
     "GenerationSettings": "harness.engines.base",
-    "Message": "harness.engines.base",
-    "Timings": "harness.engines.base",
-    "ToolCall": "harness.engines.base",
-    "ToolSpec": "harness.engines.base",
-    "Usage": "harness.engines.base",
     "OpenAIHTTPEngine": "harness.engines.openai_http",
     "VLLMEngine": "harness.engines.vllm",
     "VLLMSettings": "harness.engines.vllm",
     "open_default_engine": "harness.engines.vllm",
-    "prepare_model": "harness.model",
+    "prepare_model": "harness.engines.model",
 }
 
 __all__ = (

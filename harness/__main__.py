@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from harness.cli import main
+from harness._commands.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

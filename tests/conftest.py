@@ -75,7 +75,7 @@ def _no_real_engine_in_unit_tests(
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """The prepared SmolLM2-135M-Instruct folder (converted on first use)."""
-    from harness.model import prepare_model
+    from harness.engines.model import prepare_model
 
     return prepare_model()
 

@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 
 from harness import Manifest, Task, Toolset, tool
+from harness.loop.task import GoldCall
 from harness.proxy.effects_file import effects_from_dict
-from harness.task import GoldCall
 
 
 @dataclass

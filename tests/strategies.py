@@ -202,7 +202,7 @@ def tool_schemas() -> st.SearchStrategy[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------------------------
-# Footprints and hierarchical targets (harness/effects.py, harness/certify/conflicts.py)
+# Footprints and hierarchical targets (harness/tools/effects.py, harness/certify/conflicts.py)
 
 
 @st.composite
@@ -219,7 +219,7 @@ def targets(draw: st.DrawFn) -> str:
 @st.composite
 def footprints(draw: st.DrawFn) -> Any:
     """A footprint with each side unknown (``None``) sometimes, empty sometimes."""
-    from harness.effects import Footprint
+    from harness.tools.effects import Footprint
 
     def side() -> frozenset[str] | None:
         if draw(st.integers(0, 5)) == 0:
@@ -478,7 +478,7 @@ def _parallel_groups(steps: list[Any], phases: list[Any]) -> tuple[tuple[int, ..
 
 
 # --------------------------------------------------------------------------------------------
-# Certified speculation (harness/speculation.py, tests/test_speculation.py)
+# Certified speculation (harness/certify/speculation.py, tests/test_speculation.py)
 
 
 @st.composite
@@ -498,7 +498,7 @@ def speculation_scripts(draw: st.DrawFn, keys: list[str]) -> tuple[list[str], li
 
 
 # --------------------------------------------------------------------------------------------
-# The compiled schema check (harness/_schema_check.py): schemas of its subset, and instances
+# The compiled schema check (harness/tools/_schema_check.py): schemas of its subset, and instances
 # drawn from a small universe so that both valid and invalid ones are common.
 
 _JSON_SCALARS: st.SearchStrategy[Any] = st.sampled_from(

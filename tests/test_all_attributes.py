@@ -35,7 +35,12 @@ def _import(name: str) -> object:
 
 
 def test_the_walk_finds_the_core_modules():
-    for name in ("harness.tools", "harness.calls", "harness.manifest", "harness.errors"):
+    for name in (
+        "harness.tools",
+        "harness.tools.execute",
+        "harness.skills.manifest",
+        "harness.errors",
+    ):
         assert name in PUBLIC_MODULES
     assert not [n for n in PUBLIC_MODULES if "._" in n]
 

@@ -1,4 +1,4 @@
-"""Claims about the arm label (harness.arm_label): one typed value for the six labels, read and
+"""Claims about the arm label (harness.loop.arm_label): one typed value for the six labels, read and
 printed in one place, and what the benchmarks' records and reports make of it."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from harness.arm_label import ARM_LABEL_NAMES, ARM_LABELS, ArmLabel
 from harness.bench.analysis import arm_key, job_label
 from harness.bench.jobs import JobSpec
 from harness.bench.report_facts import facts
 from harness.costmodel import Regime
 from harness.errors import ConfigError
-from harness.ledger import RunRecord
+from harness.loop.arm_label import ARM_LABEL_NAMES, ARM_LABELS, ArmLabel
+from harness.loop.ledger import RunRecord
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 

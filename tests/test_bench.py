@@ -182,7 +182,7 @@ class _TimeWith:
 def virtual_clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
     clock = VirtualClock()
     for module in (
-        "harness.calls",
+        "harness.tools.execute",
         "harness.loop.state",
         "harness.loop.driver",
         "harness.testing",

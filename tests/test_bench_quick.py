@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
+from harness._commands.cli import main
 from harness.bench.outcomes import outcome, outcome_counts, outcome_line
 from harness.bench.runner import (
     QUICK_ARMS,
@@ -20,7 +21,6 @@ from harness.bench.runner import (
     run_bench,
 )
 from harness.bench.segments import load_segments
-from harness.cli import main
 from harness.testing import ScriptedEngine
 
 
@@ -55,7 +55,7 @@ def test_the_quick_plan_says_what_it_compares_and_what_it_skips() -> None:
 def test_the_quick_plan_on_the_scripted_engine_announces_only_the_jobs_it_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.cli import main
+    from harness._commands.cli import main
 
     assert main(["bench", "--quick", "--engine", "scripted", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -46,11 +46,11 @@ from harness.bench.bfcl.agreement import KINDS, cases, measure_agreement
 from harness.bench.bfcl.categories import bfcl_name, checker_kind
 from harness.bench.report import write_report
 from harness.bench.runner import BenchPlan, plan_jobs
-from harness.calls import execute_call
 from harness.errors import ConfigError
 from harness.loop import LoopConfig, run_loop
 from harness.messages import ToolCall
 from harness.testing import ScriptedEngine
+from harness.tools.execute import execute_call
 
 ENTRIES = {category: load_entries(category) for category in CATEGORIES}
 REFERENCE = reference_checker()

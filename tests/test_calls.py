@@ -1,4 +1,4 @@
-"""Claims about harness.calls: every model or tool mistake is an error result, never a raise."""
+"""Claims about harness.tools.execute: every model or tool mistake is an error result, never a raise."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.calls import ToolResult, execute_call, render_result
 from harness.messages import ToolCall
 from harness.tools import Tool, Toolset, tool
+from harness.tools.execute import ToolResult, execute_call, render_result
 
 pytestmark = pytest.mark.anyio
 

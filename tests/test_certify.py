@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness import Manifest, Task, ToolCall, Toolset, tool
-from harness.calls import ToolResult, execute_call
 from harness.certify import (
     Certificate,
     PhaseHeuristicDetector,
@@ -20,8 +19,9 @@ from harness.certify import (
     SchemaSoundDetector,
     make_detector,
 )
+from harness.certify.window import Windows
 from harness.errors import ConfigError
-from harness.window import Windows
+from harness.tools.execute import ToolResult, execute_call
 from tests.doubles import MANIFEST, Store, make_toolset
 from tests.strategies import doc_calls, schedules
 

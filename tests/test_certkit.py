@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import Toolset, tool
-from harness._schema_strategies import arguments_strategy, from_schema
+from harness._commands.cli import main
 from harness.certify.conflicts import conflict
 from harness.certkit import (
     DEFAULT_EXAMPLES,
@@ -22,7 +22,7 @@ from harness.certkit import (
     check_toolset,
     load_certifiable,
 )
-from harness.cli import main
+from harness.certkit._schema_strategies import arguments_strategy, from_schema
 from harness.errors import ConfigError
 from harness.testing import certify_toolset
 from tests import broken_toolsets as broken

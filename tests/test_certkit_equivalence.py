@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import Toolset, tool
-from harness._schema_strategies import arguments_strategy
 from harness.certkit import DEFAULT_EXAMPLES, CertifiableToolset, check_toolset
 from harness.certkit._aliases import SEEDS, seed_values, spellings
 from harness.certkit._base import not_covered
+from harness.certkit._schema_strategies import arguments_strategy
 from tests import equivalence_toolsets as eq
 
 SEEDS_0_3 = (0, 1, 2, 3)

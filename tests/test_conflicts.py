@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.certify.conflicts import ConflictIndex, ancestors, conflict, overlaps
-from harness.effects import Footprint
+from harness.tools.effects import Footprint
 from tests.strategies import footprints
 
 

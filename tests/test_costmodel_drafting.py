@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness._commands.cli import main
 from harness.costmodel import Regime, wall_time_flattened, wall_time_parallel, wall_time_serial
 from harness.costmodel.drafting import (
     Drafting,

@@ -318,7 +318,7 @@ def test_the_console_session_prints_what_the_page_shows(where, command, expected
     words = shlex.split(command)
     assert words[0] == "harness", f"{where}: a session runs harness commands only"
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", *words[1:]],
+        [sys.executable, "-m", "harness._commands.cli", *words[1:]],
         cwd=ROOT,
         env=_environment(),
         stdin=subprocess.DEVNULL,
@@ -361,7 +361,7 @@ COMMAND_LINES = _command_lines()
 
 @pytest.mark.parametrize(("where", "line"), COMMAND_LINES, ids=[w for w, _ in COMMAND_LINES])
 def test_the_harness_command_line_in_the_docs_parses(where, line):
-    from harness.cli import build_parser
+    from harness._commands.cli import build_parser
 
     words = shlex.split(line, comments=True)[1:]
     for index, word in enumerate(words):

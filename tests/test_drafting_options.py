@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.cli import main
+from harness._commands.cli import main
 from harness.errors import ConfigError
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.calls import execute_call
 from harness.messages import ToolCall
+from harness.tools.execute import execute_call
 from harness.toolsets.workspace import make_toolset, new_state
 from harness.toolsets.workspace.durable import DurableStore, durable_toolset
 

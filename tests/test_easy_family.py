@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+from harness._commands.cli import main
 from harness.bench.jobs import JobSpec, run_job
 from harness.bench.report_family import family_accuracy, validator_by_family
 from harness.bench.runner import BenchPlan, check_plan, plan_jobs, select_tasks
@@ -22,7 +23,6 @@ from harness.bench.workload import (
     tasks_to_json,
     workload_tasks,
 )
-from harness.cli import main
 from harness.errors import ConfigError
 from harness.loop import LoopConfig, run_loop
 from harness.loop.levers import open_slot_count, open_slot_specs

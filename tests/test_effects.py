@@ -11,9 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.effects import MAX_TARGETS, Effect, Fold, Footprint, canonical_text, literal_target
 from harness.errors import ToolsetError
 from harness.tools import Tool, Toolset, tool
+from harness.tools.effects import (
+    MAX_TARGETS,
+    Effect,
+    Fold,
+    Footprint,
+    canonical_text,
+    literal_target,
+)
 
 # --- canonical values (item 1) --------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness._commands.cli import main
 
 
 def test_info_prints_the_model_folder_settings_and_versions_as_json(
@@ -53,7 +53,7 @@ def test_prepare_prints_the_folder_it_prepared(
         calls.append((cache_dir, force))
         return tmp_path / "m"
 
-    monkeypatch.setattr("harness.model.prepare_model", fake_prepare)
+    monkeypatch.setattr("harness.engines.model.prepare_model", fake_prepare)
     assert main(["engine", "prepare", "--force", "--cache-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "m")
     assert calls == [(str(tmp_path), True)]

@@ -100,7 +100,7 @@ def test_harness_serve_stopped_by_a_signal_leaves_no_engine_process(signum: int)
         [
             sys.executable,
             "-c",
-            "from harness.cli import main; raise SystemExit(main())",
+            "from harness._commands.cli import main; raise SystemExit(main())",
             "serve",
             "--port",
             "0",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness._commands.cli import main
 from harness.fabric import example_plan
 
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from harness import ConfigError, EngineRequestError, NodeFailed
-from harness.cli import main
+from harness._commands.cli import main
 from harness.engines.base import GenerationSettings
 from harness.fabric import (
     COMPOSER_SYSTEM,

@@ -19,7 +19,7 @@ import pytest
 
 from benchmarks.soundness_identity import differences, run_arms
 from harness import Toolset, tool
-from harness.identity import under_root
+from harness.tools.identity import under_root
 
 ROOT = "/srv"
 _ROOTED = under_root(ROOT)

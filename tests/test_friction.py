@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from harness._commands.cli import main
 from harness._progress import Progress
-from harness.cli import main
 from harness.testing import ScriptedEngine
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.cli import main
+from harness._commands.cli import main
 from harness.costmodel import PARAMETERS, Regime
 
 WINDOW_KEYS = [

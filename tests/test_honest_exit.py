@@ -15,9 +15,9 @@ import anyio
 import pytest
 
 from harness._commands._exit import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_TERMINATED
+from harness._commands.cli import main
 from harness._lockfile import lock_directory
 from harness.bench.runner import BenchPlan, load_results, plan_jobs, run_bench
-from harness.cli import main
 from harness.errors import ConfigError, EngineRequestError, UsageLimitExceeded
 from harness.testing import ScriptedEngine
 
@@ -181,7 +181,7 @@ def test_harness_bench_exits_1_and_prints_the_error_kinds(
 
 
 def test_sigterm_stops_a_bench_with_status_143_and_keeps_finished_jobs(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "harness.cli", "bench", "--engine", "scripted", "--out", str(tmp_path),
+    argv = [sys.executable, "-m", "harness._commands.cli", "bench", "--engine", "scripted", "--out", str(tmp_path),
             "--tasks", "fan_out-02", "chain-00", "fan_out-06", "--arms", "S", "--policy", "gold",
             "--bfcl", "0", "0", "--latency", "0.3", "--concurrency", "1", "--no-heuristic"]  # fmt: skip
     child = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -204,7 +204,7 @@ def test_a_journaled_harness_run_stopped_by_sigterm_resumes_and_repeats_no_write
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = tmp_path / "run"
-    argv = [sys.executable, "-m", "harness.cli", "run", "--task", "mixed-04", "--engine", "scripted",
+    argv = [sys.executable, "-m", "harness._commands.cli", "run", "--task", "mixed-04", "--engine", "scripted",
             "--arm", "S", "F", "--latency", "0.4", "--journal", str(run_dir)]  # fmt: skip
     child = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     journal = run_dir / "S" / "journal" / "journal.jsonl"
@@ -249,7 +249,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly_with_sigpipe_s_statu
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, 1031, 4096)  # F_SETPIPE_SZ (Linux)
     process = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "tasks", "list", "--json"], stdout=write_end,
+        [sys.executable, "-m", "harness._commands.cli", "tasks", "list", "--json"], stdout=write_end,
         stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     os.close(write_end)

@@ -26,11 +26,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.soundness_identity import CLASSES, differences, run_arms
-from harness.effects import Effect
 from harness.errors import ToolsetError
-from harness.identity import FOLD_STEPS, Fold, identity_text
-from harness.manifest import Manifest
+from harness.skills.manifest import Manifest
 from harness.tools import Toolset, tool
+from harness.tools.effects import Effect
+from harness.tools.identity import FOLD_STEPS, Fold, identity_text
 
 UTC = datetime.UTC
 
@@ -333,7 +333,7 @@ def test_a_32000_character_key_is_bounded_in_targets_and_memory() -> None:
 
 def test_a_target_over_the_bounds_is_cut_back_to_an_ancestor() -> None:
     from harness.certify.conflicts import overlaps
-    from harness.effects import MAX_TARGET_DEPTH, bound_target
+    from harness.tools.effects import MAX_TARGET_DEPTH, bound_target
 
     long = "doc:" + "x" * 2000
     assert bound_target(long) == "doc:"

@@ -1,4 +1,4 @@
-"""Claims about where a skill's inputs are written in a conversation (harness.input_sources):
+"""Claims about where a skill's inputs are written in a conversation (harness.skills.input_sources):
 the workspace manifest reads every workspace task's inputs from its prompt exactly, a tool's
 result is read by a JSON path, every bad declaration is one ManifestError naming the field,
 and the proxy reads them for a client that sends none."""
@@ -12,8 +12,8 @@ import pytest
 
 from harness.bench.workload import generate_tasks
 from harness.errors import ManifestError
-from harness.manifest import Manifest
 from harness.proxy import ProxyConfig, build_app, in_process_client
+from harness.skills.manifest import Manifest
 from harness.testing import ScriptedEngine
 from harness.toolsets.workspace import load_workspace_manifest
 from tests.test_proxy import EFFECTS, TOOLS, opening, run_tool, survey_script

@@ -14,7 +14,6 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.calls import ToolResult
 from harness.engines.base import GenerationSettings
 from harness.errors import JournalError, ReplayDivergence
 from harness.journal import Journal, completion_from_entry, idempotency_key, prompt_hash
@@ -22,6 +21,7 @@ from harness.journal.backends import BACKENDS
 from harness.journal.execution import JournaledCalls, retry_is_safe
 from harness.messages import Completion, ToolCall, Usage
 from harness.tools import Toolset, tool
+from harness.tools.execute import ToolResult
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from harness.cli import main
+from harness._commands.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "docs" / "examples"
@@ -46,7 +46,12 @@ def test_a_journaled_batch_of_your_own_tasks_killed_mid_write_resumes_without_re
 ) -> None:
     ledger, run_dir = tmp_path / "ledger.txt", tmp_path / "run"
     env = {**os.environ, "LEDGER_FILE": str(ledger), "LEDGER_DELAY": "0.4", "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-m", "harness.cli", *_ledger_batch(run_dir, "--concurrency", "1")]
+    argv = [
+        sys.executable,
+        "-m",
+        "harness._commands.cli",
+        *_ledger_batch(run_dir, "--concurrency", "1"),
+    ]
     child = subprocess.Popen(
         argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -183,7 +188,7 @@ def _cli(
 
     env = {**os.environ, "LEDGER_FILE": str(cwd / "ledger.txt"), "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *argv], cwd=cwd, env=env, capture_output=True,
+        [sys.executable, "-m", "harness._commands.cli", *argv], cwd=cwd, env=env, capture_output=True,
         text=True, preexec_fn=limit, timeout=120,
     )  # fmt: skip
 

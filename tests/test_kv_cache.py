@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.cli import main
+from harness._commands.cli import main
 from harness.engines.kv_cache import (
     GIB,
     check_fits,

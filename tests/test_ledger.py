@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness._jsonl import end_torn_line, open_append, read_jsonl
-from harness.ledger import Ledger, RunRecord
+from harness.loop.ledger import Ledger, RunRecord
 
 
 def _run_record() -> RunRecord:
@@ -47,7 +47,7 @@ def test_ending_a_torn_line_only_touches_files_that_need_it(tmp_path: Path) -> N
 
 
 def test_a_ledger_told_to_keep_n_records_holds_the_newest_and_never_grows_past_twice_n() -> None:
-    from harness.ledger import Ledger, TurnRecord
+    from harness.loop.ledger import Ledger, TurnRecord
 
     ledger = Ledger(log=False, keep=10)
     for turn in range(95):

@@ -91,7 +91,7 @@ def _rendezvous_toolset() -> tuple[Toolset, dict[str, anyio.Event]]:
 
 
 def _rendezvous_task() -> Task:
-    from harness.task import GoldCall
+    from harness.loop.task import GoldCall
 
     return Task(
         id="rendezvous",
@@ -439,7 +439,7 @@ async def test_F_bills_fewer_tokens_than_S_on_a_fan_out_window() -> None:
 
 
 async def test_the_ledger_writes_a_jsonl_trace(tmp_path: Any) -> None:
-    from harness.ledger import Ledger
+    from harness.loop.ledger import Ledger
 
     path = tmp_path / "trace.jsonl"
     ledger = Ledger(path)
@@ -485,7 +485,7 @@ class RecordingExecutor:
         self.events: list[tuple[str, str]] = []
 
     async def execute(self, call: Any) -> Any:
-        from harness.calls import execute_call
+        from harness.tools.execute import execute_call
 
         self.events.append(("intent", call.id))
         result = await execute_call(self.toolset, call)

@@ -1,4 +1,4 @@
-"""Claims about harness.manifest: valid manifests load; every malformed one says where it is."""
+"""Claims about harness.skills.manifest: valid manifests load; every malformed one says where it is."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError, ManifestError
-from harness.manifest import ArgSource, Manifest, Phase, load_manifest
+from harness.skills.manifest import ArgSource, Manifest, Phase, load_manifest
 from harness.tools import Tool, Toolset
 
 VALID = """

@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 
 from harness import ConfigError, Task
-from harness.calls import execute_call
 from harness.loop import LoopConfig, run_loop
 from harness.messages import ToolCall
 from harness.testing import ScriptedEngine
+from harness.tools.execute import execute_call
 from tests import doubles
 from tests.doubles import MANIFEST
 
 pytest.importorskip("mcp")
 
-from harness.mcp_toolset import MCPToolset, open_mcp_toolset
+from harness.tools.mcp import MCPToolset, open_mcp_toolset
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 

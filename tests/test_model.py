@@ -1,4 +1,4 @@
-"""Claims about provisioning the default model (harness.model): found in the installed
+"""Claims about provisioning the default model (harness.engines.model): found in the installed
 package without importing it, converted once, idempotent, and clear when something is missing.
 The conversion itself is replaced by a fake here; the real one runs in the engine tests."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import model as model_mod
+from harness.engines import model as model_mod
 from harness.errors import ConfigError
 
 
@@ -137,7 +137,7 @@ def test_preparing_the_model_prints_nothing_unless_asked(
 ) -> None:
     from structlog.testing import capture_logs
 
-    from harness.model import _default_progress
+    from harness.engines.model import _default_progress
 
     with capture_logs() as logs:
         _default_progress("converting x to y ...")

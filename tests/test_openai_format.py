@@ -8,7 +8,7 @@ import pytest
 
 from harness import ConfigError, Task
 from harness.loop import LoopConfig, run_loop
-from harness.openai_format import messages_from_openai, messages_to_openai
+from harness.loop.openai_format import messages_from_openai, messages_to_openai
 from harness.testing import ScriptedEngine
 from tests.doubles import MANIFEST, make_toolset, report_task, seeded_store
 

@@ -9,18 +9,18 @@ from typing import Any
 import anyio
 import pytest
 
+from harness._commands.cli import main
 from harness.bench.analysis import verdict_r3
 from harness.bench.jobs import JobSpec, run_job
 from harness.bench.workload import WorkloadTask, generate_tasks, task_by_id
-from harness.calls import execute_call
 from harness.certify import DEFAULT_MARKER
-from harness.cli import main
 from harness.engines.base import GenerationSettings
 from harness.loop import LoopConfig, run_loop
 from harness.loop.oracle import UNKNOWN, ContextView, OraclePolicy
+from harness.loop.task import GoldCall, Task
 from harness.loop.transcript import Transcript
-from harness.task import GoldCall, Task
 from harness.testing import ScriptedEngine
+from harness.tools.execute import execute_call
 from harness.toolsets.workspace import load_workspace_manifest
 
 TASKS = generate_tasks(0)

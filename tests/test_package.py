@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.cli import COMMANDS, build_parser, main
+from harness._commands.cli import COMMANDS, build_parser, main
 
 #: Modules that mean an engine, the fabric, the kit, a test double or the workload was loaded.
 HEAVY = (
@@ -109,7 +109,9 @@ def test_a_name_of_the_package_loads_its_module_on_first_use_only(tmp_path: Path
             tmp_path,
         )
     )
-    assert {"harness.tools", "harness.manifest", "harness.engines.openai_http"} <= set(loaded)
+    assert {"harness.tools", "harness.skills.manifest", "harness.engines.openai_http"} <= set(
+        loaded
+    )
     assert "harness.engines.vllm" not in loaded
     assert "harness.fabric" not in loaded
 
@@ -188,7 +190,7 @@ def test_help_and_version_load_no_command_module(tmp_path: Path) -> None:
         _python(
             """
             import contextlib, io, json, sys
-            from harness.cli import main
+            from harness._commands.cli import main
             for argv in (["--help"], ["--version"]):
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
                     main(argv)
@@ -199,7 +201,8 @@ def test_help_and_version_load_no_command_module(tmp_path: Path) -> None:
     )
     assert [name for name in loaded if name.startswith("harness")] == [
         "harness",
-        "harness.cli",
+        "harness._commands",
+        "harness._commands.cli",
         "harness.errors",
     ]
 

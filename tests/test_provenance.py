@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness.certify.provenance import check_provenance, quotes_withheld
-from harness.effects import Effect
-from harness.manifest import ArgSource
+from harness.skills.manifest import ArgSource
+from harness.tools.effects import Effect
 
 MARKER = "[withheld]"
 

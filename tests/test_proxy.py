@@ -13,9 +13,9 @@ import anyio
 import httpx
 import pytest
 
-from harness.manifest import Manifest
 from harness.messages import Message, ToolSpec
 from harness.proxy import CallIds, ProxyConfig, build_app, effects_from_dict, in_process_client
+from harness.skills.manifest import Manifest
 from harness.testing import ScriptedEngine
 
 pytestmark = pytest.mark.anyio
@@ -450,7 +450,7 @@ async def test_an_upstream_that_is_down_is_a_502_naming_the_url_and_never_the_ke
 async def test_the_upstreams_key_is_never_in_the_proxys_logs_or_ledger(tmp_path: Any) -> None:
     from structlog.testing import capture_logs
 
-    from harness.ledger import Ledger
+    from harness.loop.ledger import Ledger
 
     upstream = refusing_upstream("refused by sk-upstream-key's host")
     config = ProxyConfig(effects=EFFECTS, manifest=MANIFEST, secrets_to_hide=("sk-upstream-key",))
@@ -580,7 +580,7 @@ async def test_a_call_that_needed_a_withheld_result_is_discarded_and_regenerated
 
 
 async def test_every_turn_and_window_goes_to_the_ledger(tmp_path: Any) -> None:
-    from harness.ledger import Ledger
+    from harness.loop.ledger import Ledger
 
     path = tmp_path / "proxy.jsonl"
     ledger = Ledger(path, log=False)
@@ -946,7 +946,7 @@ async def test_an_idle_conversation_is_dropped_and_its_client_cold_starts() -> N
 
 
 async def test_leaving_the_lifespan_cancels_the_waiting_conversations(tmp_path: Any) -> None:
-    from harness.ledger import Ledger
+    from harness.loop.ledger import Ledger
 
     ledger = Ledger(tmp_path / "proxy.jsonl", log=False)
     engine = ScriptedEngine(survey_script)

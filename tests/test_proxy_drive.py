@@ -19,8 +19,8 @@ import pytest
 
 from benchmarks.proxy_bench import GoldForcing, sdk_loop, workspace_effects
 from harness.bench.workload import generate_tasks
-from harness.ledger import CallRecord, Ledger, RunRecord, TurnRecord, WindowRecord
 from harness.loop import LoopConfig, run_loop
+from harness.loop.ledger import CallRecord, Ledger, RunRecord, TurnRecord, WindowRecord
 from harness.messages import Completion, Message
 from harness.proxy import ProxyConfig, build_app, in_process_client
 from harness.proxy.conversation import message_meaning

@@ -16,12 +16,12 @@ from structlog.testing import capture_logs
 
 from benchmarks.proxy_bench import GoldForcing, run_calls, workspace_effects
 from harness.bench.workload import WorkloadTask, generate_tasks
-from harness.ledger import Ledger
+from harness.loop.ledger import Ledger
 from harness.loop.state import DEFAULT_LOOP_SYSTEM
-from harness.manifest import Manifest
 from harness.messages import Message, ToolCall
 from harness.proxy import ProxyConfig, build_app, in_process_client
 from harness.proxy.ids import canonical_arguments
+from harness.skills.manifest import Manifest
 from harness.testing import ScriptedEngine
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -247,7 +247,7 @@ async def test_without_inputs_a_window_costs_at_most_one_discarded_generation() 
     generations S 361, F 361, F without inputs 385 when the manifest cannot read them (24
     windows closed by an answer or a call that needed their results, each regenerated after
     the absorb), and 361 again when the manifest says where they are written in the prompt
-    (``[skills.NAME.inputs.FIELD]``, harness.input_sources)."""
+    (``[skills.NAME.inputs.FIELD]``, harness.skills.input_sources)."""
     manifest = load_workspace_manifest()
     unread = Manifest(
         {name: replace(skill, inputs={}) for name, skill in manifest.skills.items()},

@@ -36,7 +36,7 @@ def test_harness_serve_refuses_a_non_loopback_bind_without_an_api_key() -> None:
         [
             sys.executable,
             "-c",
-            "from harness.cli import main; raise SystemExit(main())",
+            "from harness._commands.cli import main; raise SystemExit(main())",
             "serve",
             "--host",
             "0.0.0.0",
@@ -60,7 +60,7 @@ def test_harness_serve_listens_on_loopback_and_says_which_upstream_is_down() -> 
         [
             sys.executable,
             "-c",
-            "from harness.cli import main; raise SystemExit(main())",
+            "from harness._commands.cli import main; raise SystemExit(main())",
             "serve",
             "--port",
             "0",
@@ -142,7 +142,7 @@ def test_inconsistent_start_up_options_are_one_line_and_exit_2(
         [
             sys.executable,
             "-c",
-            "from harness.cli import main; raise SystemExit(main())",
+            "from harness._commands.cli import main; raise SystemExit(main())",
             "serve",
             "--port",
             "0",

@@ -168,7 +168,7 @@ def test_a_worker_killed_mid_job_is_resumed_by_another_without_repeating_a_write
 def test_a_batch_of_your_own_tasks_on_ray_gives_the_results_of_a_local_batch(
     cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.cli import main
+    from harness._commands.cli import main
     from tests.test_user_tasks import MANIFEST_TOML, batch, write_tasks
 
     manifest = tmp_path / "skills.toml"

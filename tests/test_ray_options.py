@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness._commands.cli import main
 from harness.bench.ray_pool import job_directory, require_ray
-from harness.cli import main
 from harness.errors import ConfigError
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from harness._commands.cli import main
 from harness.bench.report_facts import DEFAULT, regime_name
-from harness.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"

@@ -13,9 +13,9 @@ import pytest
 from harness import Task, Toolset, tool
 from harness.errors import ReplayDivergence, UsageLimitExceeded
 from harness.journal import Journal
-from harness.ledger import CallRecord, Ledger, RunRecord, SettledRecord
 from harness.loop import LoopConfig, run_loop
-from harness.task import GoldCall
+from harness.loop.ledger import CallRecord, Ledger, RunRecord, SettledRecord
+from harness.loop.task import GoldCall
 from harness.testing import ScriptedEngine
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness._commands.cli import main
 
 
 def test_harness_run_compares_arms_on_the_scripted_engine(

@@ -8,8 +8,8 @@ from typing import Any
 import jsonschema
 from hypothesis import given, settings
 
-from harness._schema_check import compile_check
 from harness.tools import Tool
+from harness.tools._schema_check import compile_check
 from tests.strategies import JSON_VALUES, SUBSET_SCHEMAS
 
 

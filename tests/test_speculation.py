@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from harness import Manifest, Task, Toolset, tool
-from harness.effects import Effect
+from harness.certify.speculation import call_key, predict, speculation_safe
 from harness.errors import HarnessError
 from harness.journal import Journal
 from harness.loop import FlattenSettings, LoopConfig, run_loop
 from harness.loop.config import Policy
 from harness.messages import Message, ToolCall
-from harness.speculation import call_key, predict, speculation_safe
 from harness.testing import ScriptedEngine
+from harness.tools.effects import Effect
 from tests.doubles import MANIFEST, report_task, seeded_store
 from tests.strategies import speculation_scripts
 
@@ -451,9 +451,9 @@ def test_a_call_with_arguments_that_are_not_json_never_matches() -> None:
 def test_draft_calls_come_from_the_inputs_not_from_gold_and_skip_calls_made() -> None:
     import json
 
-    from harness.manifest import Manifest
+    from harness.certify.speculation import draft_calls
     from harness.messages import ToolCall
-    from harness.speculation import draft_calls
+    from harness.skills.manifest import Manifest
     from harness.tools import Toolset, tool
 
     @tool(read_only=True, read_targets="doc:{key}")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from harness._commands.cli import main
 from harness.bench.workload import (
     KINDS,
     TaskFileError,
@@ -21,16 +22,15 @@ from harness.bench.workload import (
     tasks_from_json,
     tasks_to_json,
 )
-from harness.calls import execute_call
 from harness.certify import Certificate, Rejection, SchemaSoundDetector
-from harness.cli import main
+from harness.certify.window import Windows
 from harness.errors import ConfigError
 from harness.loop import ARMS, LoopConfig, run_loop
+from harness.loop.task import GoldCall
 from harness.messages import ToolCall
-from harness.task import GoldCall
 from harness.testing import ScriptedEngine
+from harness.tools.execute import execute_call
 from harness.toolsets.workspace import WorkspaceState, load_workspace_manifest
-from harness.window import Windows
 
 TASKS = generate_tasks(0)
 MANIFEST = load_workspace_manifest()

@@ -10,12 +10,12 @@ import anyio
 import pydantic
 import pytest
 
-from harness.calls import execute_call
 from harness.certify.d1 import call_footprint
-from harness.effects import Footprint
 from harness.errors import ToolsetError
 from harness.messages import ToolCall
 from harness.tools import Effect, Tool, Toolset, tool
+from harness.tools.effects import Footprint
+from harness.tools.execute import execute_call
 
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from harness import ConfigError
-from harness.cli import main
-from harness.task import GoldCall
-from harness.task_file import failures, load_task_file, parse_inputs, task_from_dict
-from harness.toolset_ref import load_toolset
+from harness._commands.cli import main
+from harness.loop.task import GoldCall
+from harness.runs.task_file import failures, load_task_file, parse_inputs, task_from_dict
+from harness.tools.ref import load_toolset
 from tests import user_toolset
 from tests.user_toolset import MANIFEST_TOML
 

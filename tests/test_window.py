@@ -7,11 +7,11 @@ import json
 import anyio
 import pytest
 
-from harness.calls import ToolsetExecutor
 from harness.certify import SchemaSoundDetector
+from harness.certify.window import Window, Windows
 from harness.errors import ConfigError
 from harness.messages import ToolCall
-from harness.window import Window, Windows
+from harness.tools.execute import ToolsetExecutor
 from tests.doubles import MANIFEST, Store, make_toolset, seeded_store
 
 

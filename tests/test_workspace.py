@@ -10,11 +10,11 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.calls import execute_call
 from harness.certify import SchemaSoundDetector, check_d1
 from harness.certify.conflicts import overlaps
 from harness.errors import ManifestError
 from harness.messages import ToolCall
+from harness.tools.execute import execute_call
 from harness.toolsets.workspace import (
     FIELDS,
     MANIFEST_PATH,

@@ -25,7 +25,7 @@ COLUMNS = "100"
 def command_parsers() -> dict[str, argparse.ArgumentParser]:
     """Every command of ``harness`` by its path: ``""`` (the root), ``"run"``,
     ``"engine prepare"``, … in the order ``--help`` lists them."""
-    from harness.cli import COMMANDS, build_parser
+    from harness._commands.cli import COMMANDS, build_parser
 
     found: dict[str, argparse.ArgumentParser] = {}
 

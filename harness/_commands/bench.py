@@ -16,8 +16,8 @@ from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
 from harness._commands._guide_args import add_guide_arguments, guides
 from harness._commands._ray_args import add_ray_arguments, check_ray_arguments, open_ray_pool
 from harness._commands._signals import until_signalled
-from harness.arm_label import ARM_LABEL_NAMES
 from harness.errors import ConfigError
+from harness.loop.arm_label import ARM_LABEL_NAMES
 
 __all__ = ("register", "run")
 

@@ -167,7 +167,7 @@ def _no_action(parser: argparse.ArgumentParser) -> int:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    from harness.model import prepare_model
+    from harness.engines.model import prepare_model
 
     folder = prepare_model(
         args.cache_dir, force=args.force, progress=lambda m: print(m, file=sys.stderr, flush=True)
@@ -185,7 +185,7 @@ def _version(package: str) -> str | None:
 
 def _resolve_model(model: str | None) -> tuple[Path, bool]:
     """The model folder and whether it is ready to load."""
-    from harness.model import DEFAULT_MODEL_NAME, default_cache_dir, is_prepared
+    from harness.engines.model import DEFAULT_MODEL_NAME, default_cache_dir, is_prepared
 
     if model is not None:
         folder = Path(model).expanduser()
@@ -199,8 +199,8 @@ def _resolve_model(model: str | None) -> tuple[Path, bool]:
 
 
 def run_info(args: argparse.Namespace) -> int:
+    from harness.engines.model import GGUF_FILE, SOURCE_PACKAGE
     from harness.engines.vllm import VLLMSettings
-    from harness.model import GGUF_FILE, SOURCE_PACKAGE
 
     folder, ready = _resolve_model(args.model)
     settings: VLLMSettings = _settings(args)

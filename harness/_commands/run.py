@@ -29,9 +29,9 @@ from harness._commands.run_user import (
     run_user_task,
 )
 from harness._jsonl import open_append
-from harness.arm_label import ARM_LABEL_NAMES
 from harness.errors import ConfigError
 from harness.journal import OnDamage
+from harness.loop.arm_label import ARM_LABEL_NAMES
 
 __all__ = ("register", "render_table", "run")
 

@@ -27,8 +27,8 @@ from harness._commands._signals import until_signalled
 from harness._jsonl import open_append
 from harness.errors import ConfigError
 from harness.journal import OnDamage
-from harness.manifest import Manifest, load_manifest
-from harness.task import Task
+from harness.loop.task import Task
+from harness.skills.manifest import Manifest, load_manifest
 
 __all__ = ("USER_ARMS", "add_user_task_arguments", "is_user_task", "run_user_task")
 
@@ -201,8 +201,8 @@ def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> in
     """``harness run`` with your own task or tasks (module docstring). ``resume``: the
     directory of a journaled run whose options were restored on ``args``."""
     from harness.bench.user_batch import UserBatchPlan, check_gold_policy, run_user_job
-    from harness.task_file import load_task_file, parse_inputs
-    from harness.toolset_ref import load_toolset
+    from harness.runs.task_file import load_task_file, parse_inputs
+    from harness.tools.ref import load_toolset
 
     _check_options(args)
     if args.journal is not None and getattr(args, "ray", None) is not None:

@@ -256,10 +256,10 @@ def _fabric(args: argparse.Namespace, engine: Engine) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.ledger import Ledger
-    from harness.manifest import load_manifest
+    from harness.loop.ledger import Ledger
     from harness.proxy import ProxyConfig, build_app, load_effects
     from harness.proxy.serve import check_bind, serve
+    from harness.skills.manifest import load_manifest
 
     api_key = args.api_key or os.environ.get("HARNESS_API_KEY") or None
     check_bind(args.host, api_key)

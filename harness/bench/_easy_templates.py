@@ -21,7 +21,7 @@ import random
 from collections.abc import Sequence
 
 from harness.bench._templates import NEW_TAGS, NOTE_TEXTS, Built, Template, edited
-from harness.task import GoldCall
+from harness.loop.task import GoldCall
 from harness.toolsets.workspace import STATUSES, WorkspaceState
 
 __all__ = ("EASY_SYSTEM_PROMPT", "EASY_TEMPLATES", "LOOKUP_SYSTEM_PROMPT", "LOOKUP_TEMPLATES")

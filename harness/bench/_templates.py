@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.task import GoldCall
+from harness.loop.task import GoldCall
 from harness.toolsets.workspace import OWNERS, STATUSES, WorkspaceState
 from harness.toolsets.workspace.store import Document
 

@@ -7,7 +7,7 @@ A *job* is one run of one task under one arm/policy/detector; its dict carries `
 ``task_id``, ``kind`` (``fan_out``, ``chain``, ``mixed``, or ``bfcl_<category>`` for a BFCL
 AST category such as ``bfcl_simple``, ``bfcl_live_parallel``),
 ``arm``, ``policy``, ``detector``, ``eager``, ``success`` (the gold label's verdict), and the
-ledger records ``turns``, ``calls`` and ``windows`` (dicts as :mod:`harness.ledger` writes them).
+ledger records ``turns``, ``calls`` and ``windows`` (dicts as :mod:`harness.loop.ledger` writes them).
 
 **Window span.** Under the gold policy call ids are the same in every arm (``call_0``,
 ``call_1``, ... in emitted order), so a window certified in F names the same calls in S and
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import costmodel
-from harness.arm_label import ArmLabel
 from harness.bench.bfcl.categories import PAIRS
 from harness.costmodel import Regime
+from harness.loop.arm_label import ArmLabel
 
 __all__ = (
     "Interval",
@@ -120,7 +120,7 @@ class WindowMeasure:
 
 def job_label(job: Job) -> ArmLabel:
     """What the job ran, from its ``arm``, ``eager`` and ``speculate`` fields
-    (:meth:`ArmLabel.of <harness.arm_label.ArmLabel.of>`)."""
+    (:meth:`ArmLabel.of <harness.loop.arm_label.ArmLabel.of>`)."""
     return ArmLabel.of(
         job["arm"], eager=bool(job.get("eager")), speculate=bool(job.get("speculate"))
     )

@@ -21,10 +21,10 @@ from harness.certify import Certificate, SchemaSoundDetector
 from harness.engines.base import Engine, GenerationSettings
 from harness.errors import HarnessError, JournalError
 from harness.journal import Journal, OnDamage
-from harness.ledger import Ledger, record_to_dict
 from harness.loop import Arm, ArmLabel, FlattenSettings, LoopConfig, LoopResult, Policy, run_loop
-from harness.manifest import Manifest
+from harness.loop.ledger import Ledger, record_to_dict
 from harness.messages import ToolCall
+from harness.skills.manifest import Manifest
 from harness.toolsets.workspace import Latency, fingerprint
 from harness.toolsets.workspace.durable import DurableStore, durable_toolset
 
@@ -76,7 +76,7 @@ class JobSpec:
 
     @classmethod
     def from_label(cls, label: str | ArmLabel, **fields: Any) -> JobSpec:
-        """An :class:`~harness.arm_label.ArmLabel` (or its text: ``S``, ``F``, ``F+eager``,
+        """An :class:`~harness.loop.arm_label.ArmLabel` (or its text: ``S``, ``F``, ``F+eager``,
         ``F+spec``, ``P`` or ``P+V``) plus the other fields."""
         arm = label if isinstance(label, ArmLabel) else ArmLabel.parse(label)
         return cls(arm=arm.arm, eager=arm.eager, speculate=arm.speculate, **fields)

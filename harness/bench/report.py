@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from harness import costmodel
-from harness.arm_label import ARM_LABEL_NAMES
 from harness.bench.analysis import (
     WindowMeasure,
     arm_key,
@@ -39,6 +38,7 @@ from harness.bench.report_family import (
 from harness.bench.workload import ALL_KINDS
 from harness.costmodel import Regime
 from harness.costmodel.speculation import wall_time_speculative
+from harness.loop.arm_label import ARM_LABEL_NAMES
 
 __all__ = ("write_report",)
 

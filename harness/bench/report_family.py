@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.arm_label import ARM_LABEL_NAMES
 from harness.bench.analysis import arm_key, gap_pp, wilson_interval
 from harness.bench.report_facts import reviewed_messages
 from harness.bench.workload import ALL_KINDS, generate_family
+from harness.loop.arm_label import ARM_LABEL_NAMES
 
 __all__ = ("answer_baselines", "family_accuracy", "family_markdown", "validator_by_family")
 

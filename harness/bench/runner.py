@@ -38,7 +38,6 @@ import anyio
 from harness._jsonl import open_append
 from harness._lockfile import lock_directory
 from harness._progress import Progress
-from harness.arm_label import ARM_LABEL_NAMES, ArmLabel
 from harness.bench.bfcl import (
     CATEGORIES,
     BFCLEntry,
@@ -53,11 +52,12 @@ from harness.bench.segments import record_segment
 from harness.bench.workload import WorkloadTask, generate_tasks, workload_tasks
 from harness.engines.base import Engine, GenerationSettings
 from harness.errors import ConfigError, HarnessError
-from harness.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop import LoopConfig, run_loop
+from harness.loop.arm_label import ARM_LABEL_NAMES, ArmLabel
+from harness.loop.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop.levers import LEVERS
-from harness.manifest import Manifest
 from harness.messages import ToolCall
+from harness.skills.manifest import Manifest
 from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = (
@@ -81,7 +81,7 @@ _LATER_FIELDS: dict[str, object] = dict.fromkeys(LEVERS, False)
 #: Job errors from the engine (an outage, a dead worker): a resume runs those jobs again.
 _ENGINE_ERRORS = frozenset({"EngineError", "EngineDeadError", "EngineRequestError"})
 
-#: Every arm label's text (:data:`harness.arm_label.ARM_LABEL_NAMES`): the plan's default arms.
+#: Every arm label's text (:data:`harness.loop.arm_label.ARM_LABEL_NAMES`): the plan's default arms.
 ARM_LABELS: tuple[str, ...] = ARM_LABEL_NAMES
 #: Policies whose calls are forced (the scripted engine can replay them).
 _FORCED = frozenset({"gold", "oracle"})

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness._jsonl import open_append
-from harness.ledger import Ledger
+from harness.loop.ledger import Ledger
 
 __all__ = ("SEGMENTS_FILE", "load_segments", "record_segment")
 

@@ -1,12 +1,12 @@
 """Your own tasks as jobs: one task of yours run once under one arm, and batches of them.
 
-:func:`run_user_job` runs a :class:`~harness.task.Task` (from ``harness run --prompt`` or a
-task file, :mod:`harness.task_file`) on a toolset of yours (a fresh one per job when it comes
-from a factory, :mod:`harness.toolset_ref`) and returns the same JSON-ready job dict as
+:func:`run_user_job` runs a :class:`~harness.loop.task.Task` (from ``harness run --prompt`` or a
+task file, :mod:`harness.runs.task_file`) on a toolset of yours (a fresh one per job when it comes
+from a factory, :mod:`harness.tools.ref`) and returns the same JSON-ready job dict as
 :func:`harness.bench.jobs.run_job` (``job_id``, ``label``, ``success``, ``failures``,
 ``error``, ``answer``, ``summary``, ``turns``, ``calls``, ``windows``), plus ``messages``:
 the final transcript as OpenAI-format messages. A task without a gold label succeeds when it
-finishes; one with a label is scored (:func:`harness.task_file.failures`).
+finishes; one with a label is scored (:func:`harness.runs.task_file.failures`).
 
 :func:`run_user_batch` runs every task of a task file under every chosen arm, ``concurrency``
 jobs at a time on one engine, and appends each finished job to ``out/results.jsonl`` with
@@ -36,20 +36,20 @@ import anyio
 from harness._jsonl import open_append
 from harness._lockfile import lock_directory
 from harness._progress import Progress
-from harness.arm_label import ArmLabel
 from harness.bench.jobs import JobSpec, dumps, error_kinds, job_id, open_job_journal
 from harness.bench.ray_pool import job_directory
 from harness.bench.runner import JobExecutor, check_plan, load_results, rerun_on_resume
 from harness.engines.base import Engine
 from harness.errors import ConfigError, HarnessError, JournalError
 from harness.journal import OnDamage, io_error
-from harness.ledger import Ledger, record_to_dict
 from harness.loop import LoopResult, run_loop
+from harness.loop.arm_label import ArmLabel
+from harness.loop.ledger import Ledger, record_to_dict
 from harness.loop.levers import LEVERS
-from harness.manifest import Manifest, load_manifest
-from harness.task import Task
-from harness.task_file import failures
-from harness.toolset_ref import ToolsetFactory, load_toolset
+from harness.loop.task import Task
+from harness.runs.task_file import failures
+from harness.skills.manifest import Manifest, load_manifest
+from harness.tools.ref import ToolsetFactory, load_toolset
 
 __all__ = ("UserBatchPlan", "UserJobRunner", "check_gold_policy", "run_user_batch", "run_user_job")
 
@@ -148,7 +148,7 @@ def _digest(path: Path | None) -> str | None:
 @dataclass(frozen=True)
 class UserBatchPlan:
     """What a batch covers: the task file (``None`` for one task from the command line), the
-    toolset reference, the manifest, the arm labels (:data:`harness.arm_label.ARM_LABEL_NAMES`;
+    toolset reference, the manifest, the arm labels (:data:`harness.loop.arm_label.ARM_LABEL_NAMES`;
     default ``S`` and ``F``) and the run settings."""
 
     out: Path

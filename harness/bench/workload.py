@@ -14,7 +14,7 @@ window of n = 2-4 calls each, that a 135M model can solve under the model policy
 change; :func:`workload_tasks` is the 48 and every family, which ``harness run --task`` and
 ``harness bench --tasks`` pick from.
 
-Each :class:`WorkloadTask` bundles a :class:`harness.task.Task` (prompt, system, skill,
+Each :class:`WorkloadTask` bundles a :class:`harness.loop.task.Task` (prompt, system, skill,
 inputs, gold steps = certified windows and single calls, gold answer), the seed that rebuilds
 its initial store (:meth:`WorkloadTask.initial_state`), the manifest skill, the expected
 certified window sizes (``windows``: every gold group of two or more calls; the schema-sound
@@ -58,9 +58,9 @@ from harness.bench._easy_templates import (
 from harness.bench._templates import SYSTEM_PROMPT, TEMPLATES
 from harness.certify.conflicts import contains
 from harness.errors import ConfigError
+from harness.loop.task import GoldCall, Task
 from harness.messages import ToolCall
-from harness.task import GoldCall, Task
-from harness.tools import Toolset
+from harness.tools.toolset import Toolset
 from harness.toolsets.workspace import Latency, WorkspaceState, fingerprint, make_toolset, new_state
 
 __all__ = (

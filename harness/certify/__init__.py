@@ -42,9 +42,9 @@ from harness.certify.verdict import (
     WindowView,
 )
 from harness.errors import ConfigError
-from harness.manifest import Phase
 from harness.messages import ToolCall
-from harness.tools import Toolset
+from harness.skills.manifest import Phase
+from harness.tools.toolset import Toolset
 
 __all__ = (
     "DEFAULT_MARKER",

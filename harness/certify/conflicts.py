@@ -31,7 +31,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.effects import Footprint
+from harness.tools.effects import Footprint
 
 __all__ = (
     "SEPARATORS",
@@ -61,7 +61,7 @@ _SEPARATOR = re.compile("[/:.]")
 def ancestors(target: str) -> tuple[str, ...]:
     """Every strict ancestor of ``target``: its prefixes ending just before or just after a
     separator (``"doc:a/s"`` -> ``"doc"``, ``"doc:"``, ``"doc:a"``, ``"doc:a/"``). Targets
-    are bounded (:func:`harness.effects.bound_target`: at most 512 characters and 64
+    are bounded (:func:`harness.tools.effects.bound_target`: at most 512 characters and 64
     separators), so this costs at most 128 prefixes; short targets are cached."""
     if len(target) <= _CACHED_LENGTH:
         return _cached_ancestors(target)

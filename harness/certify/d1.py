@@ -1,7 +1,7 @@
 """D1: every pair of calls in a window commutes on the world.
 
 Each call's *footprint* — the canonical targets it reads and writes
-(:meth:`harness.tools.Tool.footprint`, :mod:`harness.effects`) — is computed once, when the
+(:meth:`harness.tools.Tool.footprint`, :mod:`harness.tools.effects`) — is computed once, when the
 call is admitted. Two calls conflict when a write of one overlaps a write or a read of the
 other, targets overlapping hierarchically (``doc:a`` contains ``doc:a/status``); an unknown
 side (undeclared, over the expansion bound) is every resource, so a writer that declares no
@@ -22,9 +22,9 @@ from collections.abc import Hashable, Sequence
 
 from harness.certify.conflicts import Conflict, ConflictIndex
 from harness.certify.verdict import Failure, WindowView
-from harness.effects import Footprint
 from harness.messages import ToolCall
-from harness.tools import Toolset
+from harness.tools.effects import Footprint
+from harness.tools.toolset import Toolset
 
 __all__ = (
     "WindowConflicts",

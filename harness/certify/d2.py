@@ -1,7 +1,7 @@
 """D2: no argument of a call in a window depends on a result of another call of the window.
 
 The one home of the rule. At the schema level the manifest says where each argument comes
-from (:class:`~harness.manifest.ArgSource`); an argument sourced from ``result:PHASE`` is a
+from (:class:`~harness.skills.manifest.ArgSource`); an argument sourced from ``result:PHASE`` is a
 *result placeholder*. The rule has four uses, each a function here:
 
 * :func:`placeholder_failure`: the manifest sources an argument of this tool from a result of
@@ -34,9 +34,9 @@ from harness.certify.provenance import (
     quotes_withheld,
 )
 from harness.certify.verdict import Failure
-from harness.effects import Effect
-from harness.manifest import ArgSource, Phase, Skill
 from harness.messages import ToolCall
+from harness.skills.manifest import ArgSource, Phase, Skill
+from harness.tools.effects import Effect
 
 __all__ = (
     "dependent_edge",

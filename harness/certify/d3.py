@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.certify.verdict import Failure
-from harness.manifest import Phase
 from harness.messages import ToolCall
-from harness.tools import Toolset
+from harness.skills.manifest import Phase
+from harness.tools.toolset import Toolset
 
 __all__ = (
     "READ_PREFIXES",

@@ -9,7 +9,7 @@ reason codes:
   position and decides, for each emitted call and the window still open (a
   :class:`~harness.certify.verdict.WindowView`), what to do with it (an
   :class:`~harness.certify.verdict.Admission`). The tracker does not hold the open window:
-  whoever runs the window (:class:`harness.window.Windows`) owns it and passes it in.
+  whoever runs the window (:class:`harness.certify.window.Windows`) owns it and passes it in.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any, Protocol, Self
 
 from harness.certify.provenance import TurnView
 from harness.certify.verdict import Admission, Certificate, Failure, Rejection, WindowView
-from harness.manifest import Phase, Skill
 from harness.messages import ToolCall
-from harness.tools import Toolset
+from harness.skills.manifest import Phase, Skill
+from harness.tools.toolset import Toolset
 
 __all__ = ("Detector", "TrackerBase", "WindowTracker", "replay")
 

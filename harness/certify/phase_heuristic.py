@@ -26,9 +26,9 @@ from harness.certify.verdict import (
     Rejection,
     WindowView,
 )
-from harness.manifest import Phase, Skill
 from harness.messages import ToolCall
-from harness.tools import Toolset
+from harness.skills.manifest import Phase, Skill
+from harness.tools.toolset import Toolset
 
 __all__ = ("PhaseHeuristicDetector",)
 

@@ -8,7 +8,7 @@ turn could see (:func:`check_provenance`):
 ``input:FIELD``
     the value must be one of that input's values: the input itself or any value inside it (an
     element of a list, a value of a table, at any depth; a list argument: every element).
-    ``input`` (no field): one of the values of any input field. Compared canonically (:func:`~harness.effects.canonical_text`) and,
+    ``input`` (no field): one of the values of any input field. Compared canonically (:func:`~harness.tools.effects.canonical_text`) and,
     when the tool declares a fold for the argument, after folding both sides.
 ``result:PHASE``
     the value must appear in a result the call's turn could see (a string: inside one such
@@ -36,8 +36,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.effects import Effect, Fold, canonical_text
-from harness.manifest import ArgSource
+from harness.skills.manifest import ArgSource
+from harness.tools.effects import Effect, Fold, canonical_text
 
 __all__ = (
     "InputValues",

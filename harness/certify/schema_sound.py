@@ -40,10 +40,10 @@ from harness.certify.verdict import (
     Rejection,
     WindowView,
 )
-from harness.effects import Footprint
-from harness.manifest import Phase, Skill
 from harness.messages import ToolCall
-from harness.tools import Toolset
+from harness.skills.manifest import Phase, Skill
+from harness.tools.effects import Footprint
+from harness.tools.toolset import Toolset
 
 __all__ = ("SchemaSoundDetector",)
 

@@ -15,11 +15,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.certify import DEFAULT_MARKER
 from harness.certify.d2 import marker_failure, placeholder_failure
-from harness.manifest import Phase
+from harness.certify.verdict import DEFAULT_MARKER
 from harness.messages import ToolCall
-from harness.tools import Toolset
+from harness.skills.manifest import Phase
+from harness.tools.toolset import Toolset
 
 __all__ = ("validate_window",)
 

@@ -104,7 +104,7 @@ class Admission:
 
 class WindowView(Protocol):
     """What the certifier reads of the open window (the loop's
-    :class:`~harness.window.Window` is one): its phase and its calls in emitted order."""
+    :class:`~harness.certify.window.Window` is one): its phase and its calls in emitted order."""
 
     @property
     def phase(self) -> str | None: ...

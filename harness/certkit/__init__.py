@@ -77,7 +77,7 @@ from harness.certkit._report import (
     Outcome,
 )
 from harness.errors import ConfigError
-from harness.manifest import Manifest, load_manifest
+from harness.skills.manifest import Manifest, load_manifest
 
 __all__ = (
     "DEFAULT_EXAMPLES",

@@ -47,8 +47,8 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.effects import template_fields
-from harness.tools import Tool
+from harness.tools.effects import template_fields
+from harness.tools.toolset import Tool
 
 __all__ = (
     "SEEDS",

@@ -9,13 +9,13 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from harness.calls import ToolResult
 from harness.certify import Detector
 from harness.certify.conflicts import contains, overlaps
 from harness.certkit._report import ClaimName, ClaimResult, Counterexample
-from harness.effects import literal_target
 from harness.messages import ToolCall
-from harness.tools import Tool, Toolset
+from harness.tools.effects import literal_target
+from harness.tools.execute import ToolResult
+from harness.tools.toolset import Tool, Toolset
 
 __all__ = (
     "Call",
@@ -80,7 +80,7 @@ def declared_writes(tool: Tool, arguments: Mapping[str, Any]) -> frozenset[str] 
 
 
 def _structured(resource: str) -> tuple[str, bool]:
-    """A resource name as the certifier structures a target (:func:`~harness.effects.
+    """A resource name as the certifier structures a target (:func:`~harness.tools.effects.
     literal_target`), and whether it is only its namespace (a name the proof set cannot
     spell: any target in that namespace may be it)."""
     target = literal_target(resource)

@@ -40,8 +40,8 @@ from harness.certkit._base import (
     shared_resources,
 )
 from harness.certkit._report import ClaimResult, Counterexample, Outcome
-from harness.effects import FOLD_STEPS, Fold
-from harness.tools import Tool
+from harness.tools.effects import FOLD_STEPS, Fold
+from harness.tools.toolset import Tool
 
 __all__ = ("check_identity", "check_targets_canonical", "identity_arguments")
 

@@ -37,8 +37,8 @@ from harness.certkit._base import (
     tool_call,
 )
 from harness.certkit._report import ClaimResult, Counterexample, Outcome
-from harness.manifest import Phase
 from harness.messages import ToolCall
+from harness.skills.manifest import Phase
 
 __all__ = ("COMMUTES_FACTOR", "check_commutes", "draw_window")
 

@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.tools import Toolset
+from harness.tools.toolset import Toolset
 
 __all__ = ("CertifiableToolset", "as_certifiable", "load_certifiable")
 

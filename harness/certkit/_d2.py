@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from harness.certify import Certificate
 from harness.certify.d2 import dependent_edge
+from harness.certify.window import Windows
 from harness.certkit._base import Call, Falsified, KitView, tool_call
 from harness.certkit._report import ClaimResult, Counterexample, Outcome
-from harness.manifest import Skill
-from harness.window import Windows
+from harness.skills.manifest import Skill
 
 __all__ = ("certified_windows", "check_d2", "draw_skill_calls")
 

@@ -12,7 +12,7 @@ returns a :class:`~harness.certkit.ClaimResult`. A property that finds a false c
 example and re-raises the minimal one, which the job reports.
 
 Every execution runs on a fresh state (``new_state(seed)``) through
-:func:`harness.calls.execute_call`, so validation and error results are exactly the loop's.
+:func:`harness.tools.execute.execute_call`, so validation and error results are exactly the loop's.
 A single call's execution is memoised by ``(tool, arguments)``: the read-only, idempotence and
 write-target claims of one tool share it.
 """
@@ -34,8 +34,6 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
 from harness._concurrency import gather
-from harness._schema_strategies import arguments_strategy
-from harness.calls import ToolResult, execute_call
 from harness.certify import Detector, SchemaSoundDetector
 from harness.certkit._aliases import alias_table, seed_table, target_arguments
 from harness.certkit._base import (
@@ -57,11 +55,13 @@ from harness.certkit._commutes import check_commutes
 from harness.certkit._contract import CertifiableToolset
 from harness.certkit._d2 import check_d2
 from harness.certkit._report import ClaimName, ClaimResult, Counterexample, Outcome
+from harness.certkit._schema_strategies import arguments_strategy
 from harness.certkit._speculable import check_speculable
 from harness.errors import ToolsetError
-from harness.manifest import ArgSource, Manifest, Phase
 from harness.messages import ToolCall
-from harness.tools import Tool, Toolset
+from harness.skills.manifest import ArgSource, Manifest, Phase
+from harness.tools.execute import ToolResult, execute_call
+from harness.tools.toolset import Tool, Toolset
 
 __all__ = ("Falsified", "Kit")
 

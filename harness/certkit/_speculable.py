@@ -1,5 +1,5 @@
 """The speculable claim of the certification kit: a tool opted in to certified speculation
-(``Effect.speculable``, arm F+spec, :mod:`harness.speculation`) may run before the model emits
+(``Effect.speculable``, arm F+spec, :mod:`harness.certify.speculation`) may run before the model emits
 its call, and may run although the model then emits the same call.
 
 For hypothesis-drawn arguments of the tool and a drawn call of any other tool that D1 says it
@@ -12,7 +12,7 @@ commutes with (so a window could hold both), on fresh states:
   the same results as run after it (a speculation starts before calls the model emits first).
 
 A tool that opts in without being idempotent and taking an idempotency key is refused
-outright: speculation never starts it (:func:`~harness.speculation.speculation_safe`).
+outright: speculation never starts it (:func:`~harness.certify.speculation.speculation_safe`).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import anyio
 from hypothesis import reject
 from hypothesis import strategies as st
 
-from harness.calls import execute_call
 from harness.certify.d1 import conflicts_with
 from harness.certkit._base import Falsified, KitView, tool_call
 from harness.certkit._report import ClaimResult, Counterexample, Outcome
-from harness.tools import Toolset
+from harness.tools.execute import execute_call
+from harness.tools.toolset import Toolset
 
 __all__ = ("check_speculable",)
 

@@ -1,7 +1,7 @@
 """The closed form of arm F+spec (certified speculation) beside the paper's arms.
 
 :mod:`harness.costmodel` prices S, F, P and P+V over one window of ``n`` calls. F+spec
-(:mod:`harness.speculation`) is F whose calls the manifest makes known in advance: they start
+(:mod:`harness.certify.speculation`) is F whose calls the manifest makes known in advance: they start
 when the phase starts instead of when the model names them. Nothing the model generates
 changes, so its generation time is exactly F's; only the wait for the tools moves.
 

@@ -1008,7 +1008,7 @@ async def open_default_engine(
     request of ``max_model_len`` is a ConfigError before vLLM starts. Closes the engine on
     exit."""
     if model is None:
-        from harness.model import prepare_model
+        from harness.engines.model import prepare_model
 
         path = await anyio.to_thread.run_sync(lambda: prepare_model(cache_dir))
     else:

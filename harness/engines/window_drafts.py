@@ -11,7 +11,7 @@ it says.
 This module drafts from what a real deployment has — never from a policy's gold calls:
 
 * **The window's predicted calls.** Before each turn the loop asks the manifest
-  (:func:`harness.speculation.draft_calls`): the calls of the skill's fan-out phases whose
+  (:func:`harness.certify.speculation.draft_calls`): the calls of the skill's fan-out phases whose
   arguments the task inputs (or results already visible) make known and that the transcript
   has not made yet. The engine renders them in its reply format
   (:func:`harness.engines._format.serialize_calls`) — one reply per call and one reply of all

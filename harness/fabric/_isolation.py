@@ -3,7 +3,7 @@
 Before a tool node's call runs, it is checked with :func:`harness.certify.check_d1` against
 every call still running; if any pair may not commute (overlapping or unknown write targets,
 a read of something being written), it waits until those calls finish. Calls to unknown tools
-skip the check: :func:`harness.calls.execute_call` turns them into error results at once.
+skip the check: :func:`harness.tools.execute.execute_call` turns them into error results at once.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import anyio
 
 from harness.certify import check_d1
 from harness.messages import ToolCall
-from harness.tools import Toolset
+from harness.tools.toolset import Toolset
 
 __all__ = ("Isolation",)
 

@@ -34,7 +34,6 @@ from functools import partial
 import anyio
 
 from harness._concurrency import gather, settled
-from harness.calls import ToolResult, execute_call
 from harness.engines.base import Engine, GenerationSettings
 from harness.errors import EngineDeadError, HarnessError, NodeFailed
 from harness.fabric._isolation import Isolation
@@ -45,7 +44,8 @@ from harness.fabric.graph import Node
 from harness.fabric.result import NodeResult, NodeStatus
 from harness.fabric.verify import Verdict, run_verifier
 from harness.messages import Completion, Message, ToolCall, Usage
-from harness.tools import Toolset
+from harness.tools.execute import ToolResult, execute_call
+from harness.tools.toolset import Toolset
 
 __all__ = ("Account", "NodeRunner", "render_messages")
 

@@ -45,7 +45,7 @@ from harness.fabric.graph import llm_node
 from harness.fabric.plan import PLANNER_SYSTEM, PlanParser
 from harness.fabric.result import FabricResult, NodeResult
 from harness.messages import Completion, Message
-from harness.tools import Toolset
+from harness.tools.toolset import Toolset
 
 __all__ = (
     "COMPOSER_SYSTEM",

@@ -55,7 +55,7 @@ from harness.fabric.figures import NaiveBaseline, PEFFigures
 from harness.fabric.graph import Node, TaskGraph
 from harness.fabric.result import FabricResult, NodeResult, Wave
 from harness.messages import Completion, Message, ToolSpec, Usage
-from harness.tools import Toolset
+from harness.tools.toolset import Toolset
 
 __all__ = ("Fabric", "FabricRun", "Inference")
 

@@ -3,7 +3,7 @@
 A :class:`TaskGraph` is a DAG of :class:`Node` values. A node is one of three kinds:
 
 - ``llm``: one generation (a prompt, plus the outputs of the nodes it depends on);
-- ``tool``: one tool call, run by :func:`harness.calls.execute_call` (errors are data);
+- ``tool``: one tool call, run by :func:`harness.tools.execute.execute_call` (errors are data);
 - ``verify``: a deterministic check over the outputs of the nodes it depends on (no model).
 
 Its **layers** are a report of its structure: layer 0 holds the nodes without dependencies and

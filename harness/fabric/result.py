@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.calls import ToolResult
 from harness.errors import HarnessError, NodeFailed
 from harness.fabric.consensus import Vote
 from harness.fabric.figures import PEFFigures
 from harness.fabric.verify import Verdict
 from harness.messages import Completion, Usage
+from harness.tools.execute import ToolResult
 
 __all__ = ("FabricResult", "NodeKind", "NodeResult", "NodeStatus", "Wave")
 

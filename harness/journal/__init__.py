@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from harness._lockfile import lock_directory
-from harness.calls import ToolResult
 from harness.errors import JournalError
 from harness.journal._state import (
     EVENTS,
@@ -69,7 +68,8 @@ from harness.journal._state import (
 from harness.journal.backends import BACKENDS, BackendName, JournalBackend
 from harness.journal.damage import Damage, Horizon, find_damage
 from harness.messages import Completion, ToolCall
-from harness.tools import ToolThread
+from harness.tools.execute import ToolResult
+from harness.tools.toolset import ToolThread
 
 __all__ = (
     "EVENTS",

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.calls import ToolResult
 from harness.engines.base import GenerationSettings
 from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
+from harness.tools.execute import ToolResult
 
 __all__ = (
     "EVENTS",

@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from harness.calls import ToolResult, execute_call, render_result
 from harness.errors import ReplayDivergence
 from harness.journal import Journal, idempotency_key, result_from_entry
 from harness.messages import ToolCall
-from harness.tools import Tool, Toolset, ToolThread
+from harness.tools.execute import ToolResult, execute_call, render_result
+from harness.tools.toolset import Tool, Toolset, ToolThread
 
 __all__ = ("Decision", "JournaledCalls", "outcome_unknown", "retry_is_safe")
 
@@ -136,7 +136,7 @@ class JournaledCalls:
         self, call: ToolCall, *, turn: int | None = None, mode: str = "", window: int | None = None
     ) -> ToolResult:
         """Run (or replay, or surface) ``call``; ``turn``, ``mode`` and ``window`` only
-        annotate its intent (the :class:`~harness.calls.Executor` protocol passes the call)."""
+        annotate its intent (the :class:`~harness.tools.execute.Executor` protocol passes the call)."""
         decision = self.decide(call)
         self._check_same_call(call)
         replay = self.journal.replay
@@ -164,7 +164,7 @@ class JournaledCalls:
         self.journal.record_outcome(result)
         return result
 
-    # -- the SpeculationRecord capability (harness.calls): what arm F+spec asks ------------
+    # -- the SpeculationRecord capability (harness.tools.execute): what arm F+spec asks ------------
 
     async def speculate(self, call: ToolCall) -> ToolResult:
         """Run a speculative ``call``, journaled as ``speculative``; speculated in an earlier

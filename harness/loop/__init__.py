@@ -26,15 +26,15 @@ exactly one result; cancelling the run cancels every tool still running.
 
 Layout: :mod:`~harness.loop.config` (settings), :mod:`~harness.loop.driver` (:func:`run_loop`),
 :mod:`~harness.loop.state` (:class:`~harness.loop.state.RunState`),
-:mod:`harness.arm_label` (:class:`~harness.arm_label.ArmLabel`: ``S``, ``F``, ``F+eager``,
+:mod:`harness.loop.arm_label` (:class:`~harness.loop.arm_label.ArmLabel`: ``S``, ``F``, ``F+eager``,
 ``F+spec``, ``P``, ``P+V`` as one typed value),
 :mod:`~harness.loop.arm` (the arm protocol), one module per arm, and
-:mod:`harness.window` (the window every arm's certified calls live in).
+:mod:`harness.certify.window` (the window every arm's certified calls live in).
 """
 
 from __future__ import annotations
 
-from harness.arm_label import ARM_LABEL_NAMES, ARM_LABELS, ArmLabel
+from harness.loop.arm_label import ARM_LABEL_NAMES, ARM_LABELS, ArmLabel
 from harness.loop.config import (
     ARMS,
     Arm,

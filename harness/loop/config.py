@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from harness.arm_label import ARMS, Arm
 from harness.certify import DEFAULT_MARKER
 from harness.engines.base import GenerationSettings
 from harness.errors import ConfigError
+from harness.loop.arm_label import ARMS, Arm
 
 __all__ = (
     "ARMS",

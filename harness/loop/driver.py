@@ -26,15 +26,16 @@ import anyio
 from anyio.abc import TaskGroup
 
 from harness._logging import get_logger
-from harness._tool_thread import ToolThread
-from harness.calls import Executor, ToolResult, ToolsetExecutor
 from harness.certify import Detector, make_detector
 from harness.engines.base import Engine
 from harness.errors import ConfigError, UsageLimitExceeded
 from harness.journal import Journal
 from harness.journal.execution import JournaledCalls
 from harness.journal.turns import JournaledTurns
-from harness.ledger import (
+from harness.loop.arm import ArmStrategy
+from harness.loop.config import Arm, LoopConfig, Policy
+from harness.loop.flattened import FlattenedArm
+from harness.loop.ledger import (
     CallRecord,
     Ledger,
     RunRecord,
@@ -42,19 +43,18 @@ from harness.ledger import (
     TurnRecord,
     WindowRecord,
 )
-from harness.loop.arm import ArmStrategy
-from harness.loop.config import Arm, LoopConfig, Policy
-from harness.loop.flattened import FlattenedArm
+from harness.loop.openai_format import messages_to_openai
 from harness.loop.parallel import ParallelArm
 from harness.loop.serial import SerialArm
 from harness.loop.speculative import SpeculativeArm
 from harness.loop.state import RunState
+from harness.loop.task import Task
 from harness.loop.validated import ValidatedArm
-from harness.manifest import Manifest, Skill
 from harness.messages import Message, ToolCall
-from harness.openai_format import messages_to_openai
-from harness.task import Task
-from harness.tools import Toolset
+from harness.skills.manifest import Manifest, Skill
+from harness.tools._thread import ToolThread
+from harness.tools.execute import Executor, ToolResult, ToolsetExecutor
+from harness.tools.toolset import Toolset
 
 __all__ = ("STRATEGIES", "LoopResult", "drive", "run_loop")
 
@@ -98,7 +98,7 @@ class LoopResult:
 
     def openai_messages(self, *, new_only: bool = False) -> list[dict[str, Any]]:
         """The final transcript as plain OpenAI-format messages (see
-        :func:`harness.openai_format.messages_to_openai`); ``new_only``: only the messages
+        :func:`harness.loop.openai_format.messages_to_openai`); ``new_only``: only the messages
         this run added after the task's history (what to append to your own)."""
         start = self.history_length if new_only else 0
         return messages_to_openai(self.messages[start:])
@@ -133,7 +133,7 @@ async def run_loop(
     """Run ``task`` to its final answer with ``config.arm`` (see :mod:`harness.loop`).
 
     ``executor``: how calls run (default: in process, against ``toolset``); every call of
-    every arm goes through its ``execute`` (a :class:`~harness.calls.WindowExecutor` gets a
+    every arm goes through its ``execute`` (a :class:`~harness.tools.execute.WindowExecutor` gets a
     revealed window's calls together). ``journal``: journal the run as it happens, or
     resume the run it holds (the run id is the journal's; calls run through it).
     ``detector``: the certifier (default: ``config.detector`` by name); its tracker may
@@ -239,7 +239,7 @@ async def run_loop(
 
 class _Abandoned:
     """Told about sync calls whose thread outlived them: records a
-    :class:`~harness.ledger.SettledRecord` when each thread really ends."""
+    :class:`~harness.loop.ledger.SettledRecord` when each thread really ends."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger

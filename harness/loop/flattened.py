@@ -1,7 +1,7 @@
 """Arm F, harness-flattened: serial prompting, certified windows withheld and run together.
 
 The same prompting and the same generation calls as S. Each emitted call goes to the
-detector's tracker through :class:`~harness.window.Windows`, and the admission is applied:
+detector's tracker through :class:`~harness.certify.window.Windows`, and the admission is applied:
 
 * **admit** (*join*): the call joins the open window; its result is *withheld* (the window's
   marker stands in for it in the transcript) and, with eager dispatch, it starts now;
@@ -22,11 +22,11 @@ from anyio.abc import TaskGroup
 
 from harness.certify import Detector, WindowTracker
 from harness.certify.provenance import TurnView
+from harness.certify.window import Window, Windows
 from harness.engines.base import GenerationSettings
 from harness.loop.serial import serial_settings
 from harness.loop.state import RunState
 from harness.messages import Completion, ToolCall
-from harness.window import Window, Windows
 
 __all__ = ("FlattenedArm",)
 

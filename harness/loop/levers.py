@@ -43,8 +43,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.manifest import ArgSource, Skill
 from harness.messages import ToolCall, ToolSpec
+from harness.skills.manifest import ArgSource, Skill
 
 __all__ = (
     "LEVERS",

@@ -10,7 +10,7 @@ the messages visible at that turn (:class:`ContextView`):
 * a value is **shown** when it is one of the task inputs (the prompt names them: any value
   inside ``Task.inputs``) or named whole-word in the user's prompt, or when a visible tool
   message holds it (a value of its JSON, at any depth; the canonical spelling of
-  :func:`~harness.effects.canonical_text`). A tool message that holds the window's marker
+  :func:`~harness.tools.effects.canonical_text`). A tool message that holds the window's marker
   shows nothing.
 * **The stale rule** (one rule, for every argument): a value the context does not show is
   replaced by the *last value it used for that argument* — the value of the same-named
@@ -45,11 +45,11 @@ from typing import Any
 
 from harness.certify import DEFAULT_MARKER
 from harness.certify.provenance import InputValues, result_values
-from harness.effects import canonical_text
 from harness.engines.base import GenerationSettings
+from harness.loop.task import GoldCall, Task
 from harness.loop.transcript import Transcript
 from harness.messages import Message
-from harness.task import GoldCall, Task
+from harness.tools.effects import canonical_text
 
 __all__ = ("UNKNOWN", "ContextView", "OraclePolicy")
 

@@ -17,12 +17,12 @@ from anyio.abc import TaskGroup
 from harness._concurrency import gather
 from harness.certify import Detector
 from harness.certify.provenance import TurnView
+from harness.certify.window import Windows
 from harness.engines.base import GenerationSettings
 from harness.loop.policy import with_room_for_forced
 from harness.loop.state import RunState
-from harness.manifest import Phase
 from harness.messages import Completion
-from harness.window import Windows
+from harness.skills.manifest import Phase
 
 __all__ = ("ParallelArm",)
 

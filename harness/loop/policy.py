@@ -22,8 +22,8 @@ from typing import Protocol
 from harness.engines.base import GenerationSettings
 from harness.loop.config import LoopConfig, Policy
 from harness.loop.oracle import OraclePolicy
+from harness.loop.task import Task
 from harness.loop.transcript import Transcript
-from harness.task import Task
 
 __all__ = (
     "POLICIES",

@@ -2,7 +2,7 @@
 
 Everything the model sees is F's: the same prompting, the same generation calls, the same
 markers, the same absorb turn. What changes is *when* a window's calls start. The skill
-manifest and the tools' effects (:mod:`harness.speculation`) say which calls of a fan-out
+manifest and the tools' effects (:mod:`harness.certify.speculation`) say which calls of a fan-out
 phase are known before the model emits them and safe to start early; those start
 
 * when the run starts, for a first phase that is a fan-out (read-only tools only);
@@ -11,7 +11,7 @@ phase are known before the model emits them and safe to start early; those start
   the context ("predict from what is visible"; read-only tools only).
 
 Each call the certifier admits into a window of that phase is matched against them
-(:meth:`~harness.speculation.Speculation.claim`): a hit takes the speculative execution over
+(:meth:`~harness.certify.speculation.Speculation.claim`): a hit takes the speculative execution over
 (the tool runs once), a miss runs as in F+eager. When the window closes its unmatched
 speculations are cancelled and discarded before it is revealed. A call that runs outside the
 phase's window and may write (a serial call of a tool that is not read-only) invalidates
@@ -28,11 +28,11 @@ from functools import partial
 from anyio.abc import TaskGroup
 
 from harness.certify import Detector
+from harness.certify.speculation import CallKey, SpecStats, Speculation, call_key, predict
+from harness.certify.window import Window
 from harness.loop.flattened import FlattenedArm
 from harness.loop.state import RunState
 from harness.messages import Completion, ToolCall
-from harness.speculation import CallKey, SpecStats, Speculation, call_key, predict
-from harness.window import Window
 
 __all__ = ("SpeculativeArm",)
 

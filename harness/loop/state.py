@@ -5,10 +5,10 @@
 * the transcript (:class:`~harness.loop.transcript.Transcript`: what the serial arm would
   see, markers standing in for withheld results until their window is revealed);
 * generation (:meth:`RunState.generate`: one turn, its call ids renumbered run-unique and
-  arm-independent, its :class:`~harness.ledger.TurnRecord`; with a journal, a journaled turn is
+  arm-independent, its :class:`~harness.loop.ledger.TurnRecord`; with a journal, a journaled turn is
   replayed instead of generated, a fresh one journaled — :mod:`harness.journal.turns`);
 * the one call-execution seam (:meth:`RunState.execute` through an
-  :class:`~harness.calls.Executor`, and :meth:`RunState.record_call` for the outcome);
+  :class:`~harness.tools.execute.Executor`, and :meth:`RunState.record_call` for the outcome);
 * the absorb turn: :meth:`RunState.reveal` puts a closed window's results in place of its
   markers and makes the next generation that window's absorb turn;
 * the budgets and counters (:class:`~harness.loop.budgets.Budgets`);
@@ -23,13 +23,14 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness.calls import Executor, ToolResult, ToolsetExecutor
+from harness.certify.speculation import SpecStats, draft_calls
+from harness.certify.window import Window
 from harness.engines.base import Engine, GenerationSettings, guarded_generate
 from harness.engines.batch import sample_batch
 from harness.journal.turns import JournaledTurns
-from harness.ledger import CallMode, CallRecord, Ledger, Purpose, TurnRecord, WindowRecord
 from harness.loop.budgets import Budgets, Counters
 from harness.loop.config import LoopConfig
+from harness.loop.ledger import CallMode, CallRecord, Ledger, Purpose, TurnRecord, WindowRecord
 from harness.loop.levers import (
     input_enum_specs,
     open_slot_count,
@@ -37,13 +38,12 @@ from harness.loop.levers import (
     skill_specs,
 )
 from harness.loop.policy import POLICIES, PolicyStrategy
+from harness.loop.task import Task
 from harness.loop.transcript import Transcript
-from harness.manifest import Skill
 from harness.messages import Completion, Message, ToolCall
-from harness.speculation import SpecStats, draft_calls
-from harness.task import Task
-from harness.tools import Toolset
-from harness.window import Window
+from harness.skills.manifest import Skill
+from harness.tools.execute import Executor, ToolResult, ToolsetExecutor
+from harness.tools.toolset import Toolset
 
 __all__ = ("DEFAULT_LOOP_SYSTEM", "RunState")
 
@@ -160,7 +160,7 @@ class RunState:
         """``settings`` with the calls this turn may emit as drafts, for an engine with
         drafted decoding (``engine.drafts_calls``): predicted from the manifest, the task
         inputs and the visible results, never from the policy's gold calls
-        (:func:`harness.speculation.draft_calls`). The tokens generated do not change; the
+        (:func:`harness.certify.speculation.draft_calls`). The tokens generated do not change; the
         journal records the settings without them."""
         if self.skill is None or not getattr(self.engine, "drafts_calls", False):
             return settings

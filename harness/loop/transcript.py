@@ -5,7 +5,7 @@ each of its calls' tool messages holds the window's marker; :meth:`Transcript.fi
 result in its place when the window is revealed (the absorb turn).
 
 A run may start from an existing history (``Task.history``, already normalised by
-:mod:`harness.openai_format`) instead of a system prompt and a user prompt; its messages come
+:mod:`harness.loop.openai_format`) instead of a system prompt and a user prompt; its messages come
 first and are never changed, and :attr:`Transcript.history_length` says where the run's own
 messages begin. An empty ``system`` adds no system message (the proxy keeps a client's history
 as the client sent it).
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from harness.loop.openai_format import call_ids
 from harness.messages import Completion, Message, ToolCall
-from harness.openai_format import call_ids
 
 __all__ = ("Transcript",)
 

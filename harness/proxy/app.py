@@ -42,15 +42,14 @@ import anyio
 from anyio.abc import TaskGroup
 
 from harness._logging import get_logger
-from harness.calls import ToolResult
 from harness.certify import make_detector
 from harness.engines.base import Engine, GenerationSettings, HealthCheckingEngine, StreamingEngine
 from harness.engines.router import conversation_key
 from harness.errors import ConfigError, EngineError, HarnessError
-from harness.ledger import Ledger, UnrestoredRecord
 from harness.loop.config import LoopConfig
+from harness.loop.ledger import Ledger, UnrestoredRecord
 from harness.loop.state import RunState
-from harness.manifest import Skill
+from harness.loop.task import Task
 from harness.messages import Message, ToolCall, ToolSpec
 from harness.proxy.chat_api import ChatApi
 from harness.proxy.config import ProxyConfig
@@ -87,8 +86,9 @@ from harness.proxy.streaming import stream_pass_through
 from harness.proxy.text_history import restore_text
 from harness.proxy.upstream import choice_plan
 from harness.proxy.wire import wire_endpoint
-from harness.task import Task
-from harness.tools import Toolset
+from harness.skills.manifest import Skill
+from harness.tools.execute import ToolResult
+from harness.tools.toolset import Toolset
 
 try:
     from starlette.applications import Starlette

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from harness.effects import Effect
 from harness.errors import ConfigError
-from harness.manifest import Manifest
 from harness.proxy.conversation import DEFAULT_MAX_BYTES
 from harness.proxy.limits import Limits
+from harness.skills.manifest import Manifest
+from harness.tools.effects import Effect
 
 __all__ = ("ProxyConfig",)
 
@@ -19,7 +19,7 @@ __all__ = ("ProxyConfig",)
 class ProxyConfig:
     """How the proxy certifies and what it accepts.
 
-    ``effects``: tool name -> :class:`~harness.effects.Effect` (see
+    ``effects``: tool name -> :class:`~harness.tools.effects.Effect` (see
     :mod:`harness.proxy.effects_file`); ``manifest``: the skills (one skill: the default).
     ``api_key``: required as ``Authorization: Bearer KEY`` when set. ``max_body_bytes``,
     ``max_messages``: request limits. ``store_capacity``: windows the bounded store keeps.

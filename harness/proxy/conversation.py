@@ -3,7 +3,7 @@
 The proxy answers a conversation by running the loop itself —
 :func:`~harness.loop.driver.run_loop` with arm F on the client's history — with the client as
 the executor (:class:`ClientCalls`). Where the loop would run calls, the executor *hands them
-off*: a revealed window's calls (the executor is a :class:`~harness.calls.WindowExecutor`) or
+off*: a revealed window's calls (the executor is a :class:`~harness.tools.execute.WindowExecutor`) or
 one serial call become a :class:`Handoff`; the request waiting on the conversation answers the
 client with them, and the run stays suspended in the executor until the client's next request
 brings their results. Everything else is the loop's own — the same turn loop
@@ -37,20 +37,20 @@ from typing import Any
 import anyio
 
 from harness._logging import get_logger
-from harness.calls import ToolResult
 from harness.certify import Certificate, Detector, Rejection, WindowTracker
 from harness.certify.provenance import TurnView
 from harness.engines.base import ClosingContext, Engine, GenerationSettings
 from harness.errors import EngineError, HarnessError, UsageLimitExceeded
-from harness.ledger import Ledger
 from harness.loop.config import LoopConfig
 from harness.loop.driver import LoopResult, run_loop
+from harness.loop.ledger import Ledger
 from harness.loop.state import RunState
-from harness.manifest import Phase, Skill
+from harness.loop.task import Task
 from harness.messages import Completion, Message, ToolCall, ToolSpec, Usage
 from harness.proxy.ids import canonical_arguments
-from harness.task import Task
-from harness.tools import Toolset
+from harness.skills.manifest import Phase, Skill
+from harness.tools.execute import ToolResult
+from harness.tools.toolset import Toolset
 
 __all__ = (
     "DEFAULT_MAX_BYTES",
@@ -121,7 +121,7 @@ Event = Handoff | Finished | Failed
 
 class ClientCalls:
     """The proxy's executor: every call runs at the client. A window's calls go as one
-    :class:`Handoff` (:class:`~harness.calls.WindowExecutor`), a serial call as one of its
+    :class:`Handoff` (:class:`~harness.tools.execute.WindowExecutor`), a serial call as one of its
     own; each waits for the client's next request."""
 
     def __init__(self, post: Callable[[Event], Awaitable[None]]) -> None:

@@ -16,7 +16,7 @@ evidence for D1) comes from this file, TOML or JSON, one table per tool name::
 
 Fields: ``read_only``, ``idempotent``, ``destructive``, ``open_world``,
 ``accepts_idempotency_key`` (booleans), ``write_targets``, ``read_targets`` (template or list
-of templates), ``canonical``; each becomes :meth:`harness.effects.Effect.declare`. A tool the
+of templates), ``canonical``; each becomes :meth:`harness.tools.effects.Effect.declare`. A tool the
 file does not name keeps the worst case (it never joins a window). Every mistake is a
 :class:`~harness.errors.ConfigError` naming the file, the tool and the field.
 """
@@ -30,10 +30,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.effects import Effect
 from harness.errors import ConfigError, ToolsetError
 from harness.messages import ToolSpec
-from harness.tools import Tool, Toolset
+from harness.tools.effects import Effect
+from harness.tools.toolset import Tool, Toolset
 
 __all__ = ("EFFECT_FIELDS", "ClientToolset", "effects_from_dict", "load_effects", "toolset_for")
 

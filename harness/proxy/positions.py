@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from harness.certify import WindowTracker
+from harness.certify.window import Windows
 from harness.messages import Message, ToolCall
-from harness.window import Windows
 
 __all__ = (
     "ForkableTracker",

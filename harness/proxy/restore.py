@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.ledger import UnrestoredReason
+from harness.loop.ledger import UnrestoredReason
 from harness.messages import Message, ToolCall
 from harness.proxy.ids import CallIds, MintedId
 from harness.proxy.store import WindowStore

@@ -6,7 +6,7 @@ The workload (``harness/bench/workload.py``), the certification kit and the CLI 
 
     state = new_state(seed)            # a seeded in-memory store (same seed, same bytes)
     toolset = make_toolset(state)      # harness Toolset bound to that store
-    ...                                # run calls (harness.calls.execute_call, the loop)
+    ...                                # run calls (harness.tools.execute.execute_call, the loop)
     fingerprint(state)                 # SHA-256 hex of the store: compare final states
 
 * ``new_state(seed: int = 0, *, size: int = 24) -> WorkspaceState`` — the state factory.

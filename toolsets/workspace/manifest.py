@@ -3,7 +3,7 @@
 The manifest lives in the repository's ``manifests/`` folder and ships as package data beside
 this module (``workspace.toml`` here is a symlink to it; the wheel carries a copy), so it is
 found in an editable and a wheel install alike. :func:`load_workspace_manifest` parses it with
-:func:`harness.manifest.load_manifest` and then checks it against the toolset: every tool a
+:func:`harness.skills.manifest.load_manifest` and then checks it against the toolset: every tool a
 phase names exists, and every ``"tool.argument"`` key names a real argument of that tool.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.errors import ManifestError
-from harness.manifest import Manifest, load_manifest
+from harness.skills.manifest import Manifest, load_manifest
 from harness.tools import Toolset
 from harness.toolsets.workspace.store import new_state
 from harness.toolsets.workspace.tools import make_toolset

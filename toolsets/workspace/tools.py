@@ -23,7 +23,7 @@ A writer must say what it reads: undeclared reads are unknown (every resource), 
 keep every write out of its window.
 
 Results are JSON data whose value never depends on the order of calls that commute (a write
-returns what it wrote, not what was there before), and ``harness.calls.render_result``
+returns what it wrote, not what was there before), and ``harness.tools.execute.render_result``
 renders them as key-sorted JSON, so S, F, P and P+V see the same bytes.
 
 Each call first sleeps its injected latency (:class:`~harness.toolsets.workspace.latency.Latency`),

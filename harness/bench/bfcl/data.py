@@ -14,7 +14,7 @@ used.
   a number, ``tuple`` an array), dropping BFCL's ``optional`` marker.
 * :class:`BFCLEntry` gives the entry's :class:`~harness.tools.Toolset` (declared-only tools:
   every call returns :data:`STUB_RESULT`), its gold calls, its
-  :class:`~harness.task.Task` and :meth:`BFCLEntry.score` (:mod:`harness.bench.bfcl.checker`).
+  :class:`~harness.loop.task.Task` and :meth:`BFCLEntry.score` (:mod:`harness.bench.bfcl.checker`).
 
 **The gold calls** are built from the possible answers parameter by parameter: the first
 allowed value that the parameter's JSON Schema accepts — or the enum member BFCL's string
@@ -47,9 +47,9 @@ from harness.bench.bfcl.checker import (
     tool_name,
 )
 from harness.errors import ConfigError
+from harness.loop.task import GoldCall, Task
 from harness.messages import ToolCall
-from harness.task import GoldCall, Task
-from harness.tools import Toolset
+from harness.tools.toolset import Toolset
 
 __all__ = (
     "INSTALL_HINT",

@@ -1,7 +1,7 @@
 """Identity: when two argument values name one record of a store.
 
 The certifier may run two calls together only when it can **prove** they touch different
-records (issue 40). This module owns that proof, for the certifier (:mod:`harness.effects`
+records (issue 40). This module owns that proof, for the certifier (:mod:`harness.tools.effects`
 builds a call's targets with it) and for the certification kit:
 
 - :func:`proof_key` — the key of one name component, from a small closed set of forms (plain
@@ -45,7 +45,7 @@ anything else                          **unknown**
 =====================================  ======================================================
 
 An unknown identity never certifies with anything that touches its namespace: the target it
-would have filled is cut back to the namespace (see :mod:`harness.effects`). Over-approximating
+would have filled is cut back to the namespace (see :mod:`harness.tools.effects`). Over-approximating
 overlap only costs parallelism; under-approximating it is a wrong answer.
 
 **The store's folds** (:class:`Fold`): the name transformations a store applies before it

@@ -26,11 +26,12 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
 
-from harness._tool_thread import ToolThread
 from harness.messages import Message, ToolCall
-from harness.tools import Tool, Toolset
+from harness.tools._thread import ToolThread
+from harness.tools.toolset import Tool, Toolset
 
 __all__ = (
+    "CallMode",
     "ErrorKind",
     "Executor",
     "OnAbandon",
@@ -41,6 +42,10 @@ __all__ = (
     "execute_call",
     "render_result",
 )
+
+#: How a call ran (:attr:`harness.loop.ledger.CallRecord.mode`): ``serial``, ``window``,
+#: ``eager``, ``speculated``, ``parallel`` or ``client`` (the run's ledger records it).
+CallMode = Literal["serial", "window", "eager", "speculated", "parallel", "client"]
 
 #: ``outcome_unknown``: a call that started and whose outcome is not known (an interrupted run
 #: resumed without re-running it, see :mod:`harness.journal`).
@@ -243,7 +248,7 @@ class Executor(Protocol):
 class WindowExecutor(Protocol):
     """An executor that runs a revealed window's calls as one unit (an optional capability, as
     :class:`~harness.engines.base.StreamingEngine` is for engines): a
-    :class:`~harness.window.Window` without eager dispatch hands all its calls to
+    :class:`~harness.certify.window.Window` without eager dispatch hands all its calls to
     ``execute_window`` at once instead of ``execute`` one by one. The proxy's executor is one:
     a window goes to the client as one message (:mod:`harness.proxy.conversation`).
     Results come back in the order of ``calls``."""
@@ -257,7 +262,7 @@ class WindowExecutor(Protocol):
 class SpeculationRecord(Protocol):
     """An optional capability of an :class:`Executor` that keeps a record of its calls (the
     journal's :class:`~harness.journal.execution.JournaledCalls`): what arm F+spec
-    (:mod:`harness.speculation`) asks of it. Without it a speculation runs through
+    (:mod:`harness.certify.speculation`) asks of it. Without it a speculation runs through
     :meth:`Executor.execute` and a hit adopts its result unrecorded."""
 
     async def speculate(self, call: ToolCall) -> ToolResult:

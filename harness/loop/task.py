@@ -14,7 +14,7 @@ them as far as the visible context shows their values, and states of ``gold_answ
 A task may continue an existing conversation: ``history`` holds OpenAI-format messages
 (system, user, assistant with ``tool_calls``, tool results) that the run starts from instead
 of ``system`` + ``prompt``; :meth:`Task.from_messages` builds one, checked and normalised by
-:mod:`harness.openai_format`. A non-empty ``prompt`` is then appended as a new user message.
+:mod:`harness.loop.openai_format`. A non-empty ``prompt`` is then appended as a new user message.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.loop.openai_format import messages_from_openai
 from harness.messages import Message, ToolCall
-from harness.openai_format import messages_from_openai
 
 __all__ = ("GoldCall", "Task")
 

@@ -17,14 +17,14 @@ element; several list arguments expand to their product.
 ``:`` before any field, lower case) and a tuple of *components*: the rest of the template
 and its fields' values, split at ``/`` and ``:`` the way a path join splits them (empty and
 ``.`` components dropped; ``..``, or a value that starts with ``/``, makes the target its
-namespace). Each component is a **proof key** (:func:`harness.identity.proof_key`): a plain
+namespace). Each component is a **proof key** (:func:`harness.tools.identity.proof_key`): a plain
 ASCII name or a number, with every spelling a store may merge merged; a component outside
 that closed set makes the target its whole namespace, so it overlaps everything there.
 Values are read from the *validated* arguments (what the tool function receives) by
-:func:`harness.identity.value_text`: datetimes, booleans, ``None`` and containers are
+:func:`harness.tools.identity.value_text`: datetimes, booleans, ``None`` and containers are
 outside the set. A declared fold (``canonical=``) runs on whole values first; a store's own
 key (``identity=``, per argument, on the whole value unless declared with
-:func:`~harness.identity.each`) fills whole components exactly. The target is written
+:func:`~harness.tools.identity.each`) fills whole components exactly. The target is written
 ``namespace + "/".join(components)``: components hold no separator, so the text is never
 parsed again, and a prefix of components is an ancestor (see :mod:`harness.certify.conflicts`).
 Over-approximating overlap costs parallelism, never correctness.
@@ -70,7 +70,7 @@ from typing import Any
 
 from harness._bounded_json import MAX_DEPTH, nesting
 from harness.errors import ToolsetError
-from harness.identity import (
+from harness.tools.identity import (
     FOLD_STEPS,
     Each,
     Fold,
@@ -304,7 +304,7 @@ class _Template:
     is the literal text and the fields' values in order; it splits into components at ``/``
     and ``:`` only, the way a path join splits it (an empty or ``.`` component is dropped,
     ``..`` or an absolute value cuts the target to its namespace), and each component is a
-    proof key (:func:`harness.identity.proof_key`) or the target is cut to its namespace. A
+    proof key (:func:`harness.tools.identity.proof_key`) or the target is cut to its namespace. A
     field whose store key is declared (``identity=``) fills whole components of its own. The
     target is written ``namespace + "/".join(components)``: components never hold a ``/`` or
     ``:``, so the text is never parsed again, and a prefix of components is an ancestor."""
@@ -461,7 +461,7 @@ def _exact_components(out: Any) -> tuple[str, ...] | None:
     """The components of a store key returned by an ``identity=`` function: a string is
     split at ``/`` and ``:`` (a hierarchy), each part exact; a tuple or list is one
     component per element; any other value one component, spelled by Python's equality
-    (:func:`harness.identity.identity_text`: ``1 == 1.0 == True``, one instant in any
+    (:func:`harness.tools.identity.identity_text`: ``1 == 1.0 == True``, one instant in any
     offset). ``None`` when a part has no spelling the harness can vouch for."""
     if isinstance(out, str):
         parts: list[Any] = [p for p in _COMPONENT_SEPARATORS.split(out) if p not in ("", ".")]
@@ -481,7 +481,7 @@ def _exact_components(out: Any) -> tuple[str, ...] | None:
 
 class _Identities:
     """An effect's identity rules, per argument: its ``identity=`` function (the store's own
-    key, exact), else its fold and its type (:func:`harness.identity.value_text`)."""
+    key, exact), else its fold and its type (:func:`harness.tools.identity.value_text`)."""
 
     __slots__ = ("folds", "identity")
 
@@ -512,7 +512,7 @@ class _Identities:
 
     def values(self, name: str, value: Any) -> list[_Value]:
         """What fills ``name``'s field: one value, or one per element of a list argument
-        (under ``identity=``, only when it is declared with :func:`~harness.identity.each`:
+        (under ``identity=``, only when it is declared with :func:`~harness.tools.identity.each`:
         otherwise the store keys the whole value)."""
         keyed = self.identity.get(name)
         many = isinstance(value, list | tuple | set | frozenset)
@@ -624,7 +624,7 @@ class Effect:
     may be retried with the same key (:mod:`harness.journal`). ``@tool`` sets it when the
     function has an ``idempotency_key`` parameter.
     ``speculable``: the toolset opts this idempotent, keyed tool in to *certified speculation*
-    (arm F+spec, :mod:`harness.speculation`): a call whose arguments the manifest makes known
+    (arm F+spec, :mod:`harness.certify.speculation`): a call whose arguments the manifest makes known
     may start before the model emits it, and may have run even if the model never emits it.
     Read-only tools are speculable without it; ``harness certify`` checks the claim (a call
     run twice, and run early, gives the same results and state).

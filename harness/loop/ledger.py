@@ -8,7 +8,7 @@ A :class:`Ledger` keeps them in memory, logs each one as a debug event (logger
 
 The fields with a closed set of values have ``Literal`` types exported here (:data:`Purpose`,
 :data:`CallMode`, :data:`SettledOutcome`, :data:`UnrestoredReason`, and the arm:
-:data:`~harness.arm_label.Arm`); they type the code that writes and compares them. A JSONL
+:data:`~harness.loop.arm_label.Arm`); they type the code that writes and compares them. A JSONL
 trace is read back as plain dicts (:meth:`Ledger.read_jsonl`), so a trace holding a value
 this version does not know still loads.
 
@@ -25,7 +25,8 @@ from typing import IO, Any, Literal
 
 from harness._jsonl import append_line, open_append, read_jsonl
 from harness._logging import get_logger
-from harness.arm_label import Arm, ArmLabel
+from harness.loop.arm_label import Arm, ArmLabel
+from harness.tools.execute import CallMode
 
 __all__ = (
     "CallMode",
@@ -44,8 +45,6 @@ __all__ = (
 
 #: Why a turn was generated (:attr:`TurnRecord.purpose`).
 Purpose = Literal["call", "answer", "absorb", "resample", "discard"]
-#: How a call ran (:attr:`CallRecord.mode`).
-CallMode = Literal["serial", "window", "eager", "speculated", "parallel", "client"]
 #: How an abandoned sync call ended (:attr:`SettledRecord.outcome`).
 SettledOutcome = Literal["returned", "raised"]
 #: Why the proxy passed a client's window through as sent (:attr:`UnrestoredRecord.reason`).
@@ -135,7 +134,7 @@ class WindowRecord:
     """One window that ran concurrently: its calls, why it closed, how long its tools took
     (``tool_wall_s``: first start to last finish) against one-by-one (``tool_serial_s``).
 
-    Arm F+spec (:mod:`harness.speculation`) adds what speculation did for the window's phase:
+    Arm F+spec (:mod:`harness.certify.speculation`) adds what speculation did for the window's phase:
     ``spec_predicted`` calls started before they were emitted (0: prediction was not
     possible), ``spec_hits`` emitted calls that took one over, ``spec_misses`` that matched
     none, ``spec_cancelled`` unmatched ones discarded at close and ``spec_wasted_s`` the tool
@@ -173,7 +172,7 @@ class WindowRecord:
 @dataclass(frozen=True)
 class RunRecord:
     """The summary of one run. :attr:`label` names its arm as
-    :class:`~harness.arm_label.ArmLabel` (``F+spec`` for ``arm="F"`` with ``speculate``)."""
+    :class:`~harness.loop.arm_label.ArmLabel` (``F+spec`` for ``arm="F"`` with ``speculate``)."""
 
     run_id: str
     task_id: str

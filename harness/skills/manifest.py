@@ -35,7 +35,7 @@ Argument sources (``"tool.argument" = SOURCE``):
 A fan-out phase is the D3 signal (a manifest phase annotation); its ``slots`` is the
 slot-closure signal (the window closes after that many calls). A skill's optional
 ``[skills.NAME.inputs.FIELD]`` tables say where each task input is written in a conversation,
-for clients that never send them (:mod:`harness.input_sources`). Validation errors name the
+for clients that never send them (:mod:`harness.skills.input_sources`). Validation errors name the
 file, the skill, the phase and the field.
 """
 
@@ -50,8 +50,8 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from harness.errors import ManifestError
-from harness.identity import Fold, identity_text
-from harness.input_sources import InputSource, parse_input_sources, read_inputs
+from harness.skills.input_sources import InputSource, parse_input_sources, read_inputs
+from harness.tools.identity import Fold, identity_text
 
 __all__ = (
     "ArgSource",
@@ -184,7 +184,7 @@ class Skill:
     phases: tuple[Phase, ...]
     description: str = ""
     #: Where each task input is written in a conversation (``[skills.NAME.inputs.FIELD]``,
-    #: :mod:`harness.input_sources`): for a client that never sends them (the proxy's).
+    #: :mod:`harness.skills.input_sources`): for a client that never sends them (the proxy's).
     inputs: Mapping[str, InputSource] = field(default_factory=dict)
 
     def read_inputs(self, messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -28,13 +28,13 @@ import anyio
 from anyio.abc import TaskGroup
 
 from harness._concurrency import gather
-from harness.calls import Executor, ToolResult, WindowExecutor
-from harness.certify import DEFAULT_MARKER, Admission, Certificate, WindowTracker
+from harness.certify.detector import WindowTracker
 from harness.certify.provenance import TurnView
+from harness.certify.speculation import SpecStats
+from harness.certify.verdict import DEFAULT_MARKER, Admission, Certificate
 from harness.errors import ConfigError
-from harness.ledger import CallMode
 from harness.messages import ToolCall
-from harness.speculation import SpecStats
+from harness.tools.execute import CallMode, Executor, ToolResult, WindowExecutor
 
 __all__ = ("Step", "Window", "Windows")
 

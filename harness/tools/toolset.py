@@ -36,11 +36,18 @@ from typing import Any, TypeVar, overload
 import jsonschema
 import pydantic
 
-from harness._schema_check import Check, compile_check
-from harness._tool_thread import ToolThread
-from harness.effects import CanonicalSpec, Effect, Fold, Footprint, TargetSpec, template_fields
 from harness.errors import ToolsetError
 from harness.messages import ToolSpec
+from harness.tools._schema_check import Check, compile_check
+from harness.tools._thread import ToolThread
+from harness.tools.effects import (
+    CanonicalSpec,
+    Effect,
+    Fold,
+    Footprint,
+    TargetSpec,
+    template_fields,
+)
 
 __all__ = (
     "IDEMPOTENCY_KEY_ARG",
@@ -53,7 +60,7 @@ __all__ = (
     "tool",
 )
 
-#: The old name of :data:`harness.effects.TargetSpec` (effects live in :mod:`harness.effects`;
+#: The old name of :data:`harness.tools.effects.TargetSpec` (effects live in :mod:`harness.tools.effects`;
 #: ``Effect`` and ``WriteTargets`` are re-exported here so existing imports keep working).
 WriteTargets = TargetSpec
 
@@ -162,7 +169,7 @@ class Tool:
 
     def is_valid(self, arguments: Any) -> bool:
         """Whether ``arguments`` satisfy the schema (a check compiled once per tool for the
-        common keywords, :mod:`harness._schema_check`; ``jsonschema`` for the rest)."""
+        common keywords, :mod:`harness.tools._schema_check`; ``jsonschema`` for the rest)."""
         fast = self._fast_check
         if fast is not None:
             verdict = fast(arguments)
@@ -241,7 +248,7 @@ class Tool:
         thread: ToolThread | None = None,
         call: tuple[str, str] | None = None,
     ) -> Any:
-        """Run the tool on already-validated arguments (no timeout here: see ``harness.calls``).
+        """Run the tool on already-validated arguments (no timeout here: see ``harness.tools.execute``).
 
         ``idempotency_key`` is passed on (as the ``idempotency_key`` keyword, ``None`` when the
         caller has none) only to a tool whose effect accepts one. ``thread`` watches a sync
@@ -557,15 +564,15 @@ class Toolset(Mapping[str, Tool]):
     @classmethod
     async def from_mcp(cls, session: Any, **options: Any) -> Toolset:
         """The tools of the MCP server behind ``session`` (an initialised
-        ``mcp.ClientSession``): an :class:`~harness.mcp_toolset.MCPToolset`, whose calls go
+        ``mcp.ClientSession``): an :class:`~harness.tools.mcp.MCPToolset`, whose calls go
         to the server as ``tools/call``. Its annotations certify nothing until you confirm
         them (``effects={...}`` or ``trust_annotations=True``; ``options`` are those of
-        :func:`~harness.mcp_toolset.toolset_from_mcp`). Needs the ``mcp`` extra
+        :func:`~harness.tools.mcp.toolset_from_mcp`). Needs the ``mcp`` extra
         (``pip install 'agent-harness[mcp]'``): without it, a
         :class:`~harness.errors.ConfigError` naming the extra."""
-        # Imported when called: harness.mcp_toolset builds on this module (and the mcp SDK
+        # Imported when called: harness.tools.mcp builds on this module (and the mcp SDK
         # is an optional extra), so neither is imported with harness.tools.
-        module = importlib.import_module("harness.mcp_toolset")
+        module = importlib.import_module("harness.tools.mcp")
         toolset: Toolset = await module.toolset_from_mcp(session, **options)
         return toolset
 

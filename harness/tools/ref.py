@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness.errors import ConfigError, HarnessError
-from harness.tools import Toolset
+from harness.tools.toolset import Toolset
 
 __all__ = ("ToolsetFactory", "load_toolset")
 

@@ -7,18 +7,18 @@ description and input schema; calling a tool sends ``tools/call`` over the sessi
 becomes what the model sees: the structured content when the server sends it (rendered as
 JSON), else the text blocks joined (other blocks are named, not shown); a result with
 ``isError`` becomes an error result the model can act on, like every tool mistake
-(:mod:`harness.calls`). :func:`open_mcp_toolset` starts a server process over stdio and
+(:mod:`harness.tools.execute`). :func:`open_mcp_toolset` starts a server process over stdio and
 yields its toolset, closing both on exit.
 
 **Annotations are hints, not proof.** MCP's tool annotations (``readOnlyHint``,
 ``idempotentHint``, ``destructiveHint``, ``openWorldHint``; either spelling, see
-:meth:`harness.effects.Effect.from_mcp`) come from a server you may not trust. So by default
+:meth:`harness.tools.effects.Effect.from_mcp`) come from a server you may not trust. So by default
 they certify nothing: every tool runs under the worst-case effect, no window certifies, and
 arm F behaves as S. What they claim is kept in :attr:`MCPToolset.hints`. Confirm them in one
 of three ways:
 
 * ``effects={"read_doc": Effect.declare(read_only=True), ...}``: your own declaration per
-  tool (an :class:`~harness.effects.Effect`, or a mapping of its fields such as
+  tool (an :class:`~harness.tools.effects.Effect`, or a mapping of its fields such as
   ``{"read_only": True}`` or of MCP hints such as ``{"readOnlyHint": True}``); it wins over
   the server's hint;
 * ``trust_annotations=True``: take the server's hints as they are (a server you run);
@@ -39,9 +39,9 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from harness.effects import Effect
 from harness.errors import ConfigError, ToolsetError
-from harness.tools import Tool, Toolset
+from harness.tools.effects import Effect
+from harness.tools.toolset import Tool, Toolset
 
 if TYPE_CHECKING:
     from mcp import ClientSession

@@ -52,12 +52,12 @@ from typing import Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from harness.calls import Executor, SpeculationRecord, ToolResult
 from harness.certify.provenance import result_values, scalar_leaves
-from harness.effects import canonical_text
-from harness.manifest import Phase
 from harness.messages import ToolCall
-from harness.tools import Tool, Toolset
+from harness.skills.manifest import Phase
+from harness.tools.effects import canonical_text
+from harness.tools.execute import Executor, SpeculationRecord, ToolResult
+from harness.tools.toolset import Tool, Toolset
 
 __all__ = (
     "Prediction",
@@ -313,7 +313,7 @@ class SpecStats:
 class Speculation:
     """The speculative executions of one phase (see the module docstring).
 
-    ``executor``: the run's executor (one with the :class:`~harness.calls.SpeculationRecord`
+    ``executor``: the run's executor (one with the :class:`~harness.tools.execute.SpeculationRecord`
     capability, the journal, records each as ``speculative``); ``group``: the run's task
     group, so cancelling the run cancels them; ``ids``: the run's ``spec_N`` id source."""
 

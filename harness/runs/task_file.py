@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.loop.task import GoldCall, Task
 from harness.messages import ToolCall
-from harness.task import GoldCall, Task
 
 __all__ = ("TASK_FIELDS", "failures", "load_task_file", "parse_inputs", "task_from_dict")
 
