@@ -285,7 +285,7 @@ async def test_results_that_do_not_match_the_window_pass_through_with_a_warning(
 @pytest.mark.parametrize(
     ("payload", "fragment"),
     [
-        ({"n": 2}, "'n'=2"),
+        ({"n": 2}, "'n': 2 is not supported"),
         ({"logprobs": True}, "'logprobs'"),
         ({"top_p": 0.5}, "'top_p'"),
         ({"response_format": {"type": "json_object"}}, "response_format"),

@@ -287,7 +287,7 @@ async def test_without_inputs_a_window_costs_at_most_one_discarded_generation() 
 
 
 def test_the_proxys_settings_fields_leave_older_journals_prompt_hashes_unchanged() -> None:
-    """``GenerationSettings.model`` and ``unsent`` (the proxy's pass-through manners) at
+    """``GenerationSettings.model``, ``unsent`` and ``tool_choice`` (the proxy's pass-through manners) at
     their defaults hash as before they existed: a journal written earlier still resumes."""
     from harness.engines.base import GenerationSettings
     from harness.journal import prompt_hash
@@ -297,3 +297,4 @@ def test_the_proxys_settings_fields_leave_older_journals_prompt_hashes_unchanged
     assert prompt_hash(chat, [], GenerationSettings()) == before
     assert prompt_hash(chat, [], GenerationSettings(model="m")) != before
     assert prompt_hash(chat, [], GenerationSettings(unsent=frozenset({"max_tokens"}))) != before
+    assert prompt_hash(chat, [], GenerationSettings(tool_choice="required")) != before

@@ -20,9 +20,9 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
+from harness.engines.openai_http import OpenAIHTTPEngine
 from harness.proxy import ProxyConfig, build_app
 from harness.proxy.serve import serve
-from harness.proxy.upstream import UpstreamEngine
 from tests.doubles import SURVEY_EFFECTS, SURVEY_KEYS, SURVEY_MANIFEST
 
 smolagents = pytest.importorskip(
@@ -63,14 +63,14 @@ def script(messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
-def upstream(sent: list[dict[str, Any]]) -> UpstreamEngine:
+def upstream(sent: list[dict[str, Any]]) -> OpenAIHTTPEngine:
     def handle(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         sent.append(body)
         choice = {"index": 0, "message": script(body["messages"]), "finish_reason": "tool_calls"}
         return httpx.Response(200, json={"choices": [choice], "usage": {}})
 
-    return UpstreamEngine(
+    return OpenAIHTTPEngine(
         "http://upstream/v1",
         "default",
         client=httpx.AsyncClient(transport=httpx.MockTransport(handle)),

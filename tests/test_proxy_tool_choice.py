@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.engines.openai_http import OpenAIHTTPEngine
 from harness.proxy import ProxyConfig, build_app, in_process_client
-from harness.proxy.upstream import UpstreamEngine
 from harness.testing import ScriptedEngine
 from tests.test_proxy import (
     EFFECTS,
@@ -36,7 +36,7 @@ ANTHROPIC_TOOLS = [
 NAMED = {"type": "function", "function": {"name": "read_doc"}}
 
 
-def recording(bodies: list[dict[str, Any]], *, tool_format: str = "openai") -> UpstreamEngine:
+def recording(bodies: list[dict[str, Any]], *, tool_format: str = "openai") -> OpenAIHTTPEngine:
     """An HTTP upstream running ``survey_script`` that records each chat request body."""
 
     def handle(request: httpx.Request) -> httpx.Response:
@@ -44,7 +44,7 @@ def recording(bodies: list[dict[str, Any]], *, tool_format: str = "openai") -> U
         bodies.append(sent)
         return survey_completion(sent)
 
-    return UpstreamEngine(
+    return OpenAIHTTPEngine(
         "http://upstream/v1",
         "default",
         client=httpx.AsyncClient(transport=httpx.MockTransport(handle)),
@@ -130,13 +130,19 @@ async def test_an_upstream_that_takes_no_tool_choice_is_served_serially_and_says
 
 
 @pytest.mark.parametrize(
-    "choice", ["sometimes", 3, {"function": {"name": "x"}}, {"type": "function"}]
+    ("choice", "param"),
+    [
+        ("sometimes", "tool_choice"),
+        (3, "tool_choice"),
+        ({"function": {"name": "x"}}, "tool_choice.type"),
+        ({"type": "function"}, "tool_choice.function"),
+    ],
 )
-async def test_a_tool_choice_no_api_accepts_is_a_400_naming_it(choice: Any) -> None:
+async def test_a_tool_choice_no_api_accepts_is_a_400_naming_it(choice: Any, param: str) -> None:
     async with in_process_client(app_over(ScriptedEngine(survey_script))) as client:
         response = await client.post("/chat/completions", json=body(opening(), tool_choice=choice))
     assert response.status_code == 400
-    assert response.json()["error"]["param"] == "tool_choice"
+    assert response.json()["error"]["param"] == param
 
 
 async def test_a_conversation_whose_tool_choice_changes_starts_again_from_its_history() -> None:

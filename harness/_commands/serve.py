@@ -214,9 +214,9 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
             "its own (vllm serve --kv-cache-memory-bytes ...): drop one of them."
         )
     if args.upstream:
-        from harness.proxy.upstream import UpstreamEngine
+        from harness.engines.openai_http import OpenAIHTTPEngine
 
-        async with UpstreamEngine(
+        async with OpenAIHTTPEngine(
             args.upstream,
             args.model or "default",
             api_key=key or "",

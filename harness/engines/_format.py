@@ -30,13 +30,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.engines.base import GenerationSettings
+from harness.engines.base import GenerationSettings, NamedTool
 from harness.errors import EngineRequestError
 from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
 
 __all__ = (
     "FALLBACK_SYSTEM",
     "ParsedReply",
+    "chosen_tools",
     "forced_completion",
     "forced_text",
     "message_text",
@@ -209,12 +210,16 @@ def _strict(schema: Any) -> Any:
 
 
 def reply_schema(
-    tools: Sequence[ToolSpec], parallel: bool, max_calls: int | None = None
+    tools: Sequence[ToolSpec],
+    parallel: bool,
+    max_calls: int | None = None,
+    *,
+    required: bool = False,
 ) -> dict[str, Any]:
     """A strict JSON schema every valid reply satisfies: one branch per tool, one answer.
     ``max_calls`` caps a parallel reply's list (a small model otherwise lists calls until it
     runs out of tokens). With no tools (every tool closed: :mod:`harness.loop.levers`)
-    only the answer branch remains."""
+    only the answer branch remains; with ``required`` (and tools) only the calls."""
     branches = []
     for function in tool_functions(tools):
         parameters = copy.deepcopy(function.get("parameters") or {})
@@ -244,17 +249,45 @@ def reply_schema(
         calls["maxItems"] = 1
     elif max_calls is not None:
         calls["maxItems"] = max(1, max_calls)
-    return {
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {"tool_calls": calls},
-                "required": ["tool_calls"],
-                "additionalProperties": False,
-            },
-            answer,
-        ]
+    call_reply = {
+        "type": "object",
+        "properties": {"tool_calls": calls},
+        "required": ["tool_calls"],
+        "additionalProperties": False,
     }
+    return call_reply if required else {"anyOf": [call_reply, answer]}
+
+
+def chosen_tools(
+    settings: GenerationSettings, tools: Sequence[ToolSpec]
+) -> tuple[tuple[ToolSpec, ...], bool] | None:
+    """The tools a reply's grammar offers under ``settings.tool_choice`` (and
+    ``grammar_tools``) and whether the reply must call one; ``None`` when decoding is free
+    (no tools, or ``constrain`` off with ``tool_choice`` ``"auto"``). Raises
+    :class:`~harness.errors.EngineRequestError` for a choice no grammar can say: a named tool
+    the request does not offer, or an object the harness does not interpret."""
+    choice = settings.tool_choice
+    if not tools or (choice == "auto" and not settings.constrain):
+        return None
+    offered = tuple(tools if settings.grammar_tools is None else settings.grammar_tools)
+    if choice == "auto":
+        return offered, False
+    if choice == "none":
+        return (), False
+    if choice == "required":
+        return offered, True
+    if isinstance(choice, NamedTool):
+        named = tuple(t for t in offered if t.get("function", t).get("name") == choice.name)
+        if not named:
+            raise EngineRequestError(
+                f"tool_choice names the tool {choice.name[:100]!r}, which is not among this "
+                "request's tools; name one of them, or send 'required'."
+            )
+        return named, True
+    raise EngineRequestError(
+        f"tool_choice {json.dumps(choice.value, default=str)[:120]} cannot be honoured by "
+        "this engine: it forces 'auto', 'none', 'required' or a named tool."
+    )
 
 
 def forced_text(settings: GenerationSettings, tools: Sequence[ToolSpec]) -> str | None:

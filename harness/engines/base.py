@@ -15,10 +15,10 @@ job (the loop only sees structured :class:`ToolCall` values).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 # The chat vocabulary lives in harness.messages; its names stay importable from here.
 from harness.messages import (
@@ -40,14 +40,39 @@ __all__ = (
     "GenerationSettings",
     "HealthCheckingEngine",
     "Message",
+    "NamedTool",
+    "OtherToolChoice",
     "StreamingEngine",
     "Timings",
     "ToolCall",
+    "ToolChoice",
     "ToolSpec",
     "Usage",
     "guarded_generate",
     "token_digest",
 )
+
+
+@dataclass(frozen=True)
+class NamedTool:
+    """A ``tool_choice`` forcing one tool: the reply is a call to ``name``."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class OtherToolChoice:
+    """A ``tool_choice`` object the harness does not interpret (``allowed_tools``, ...), in
+    Chat Completions' spelling: a server engine sends it as it is; an in-process engine
+    cannot honour it (:class:`~harness.errors.EngineRequestError`)."""
+
+    value: Mapping[str, Any]
+
+
+#: What the model must do with its tools this turn, as OpenAI's ``tool_choice`` says it:
+#: ``"auto"`` (a call or an answer), ``"none"`` (an answer), ``"required"`` (one or more
+#: calls), a :class:`NamedTool` (a call to that tool) or an :class:`OtherToolChoice`.
+ToolChoice = Literal["auto", "none", "required"] | NamedTool | OtherToolChoice
 
 
 @dataclass(frozen=True)
@@ -75,6 +100,10 @@ class GenerationSettings:
     transcript shows (never from the gold calls): an engine with drafted decoding
     (:mod:`harness.engines.window_drafts`) lets the model verify their text in one pass;
     the tokens generated are the same. Other engines ignore them.
+    ``tool_choice``: what the reply must be (:data:`ToolChoice`); an engine that constrains
+    decoding forces it with the reply grammar (``"required"``: calls only, a
+    :class:`NamedTool`: calls to that tool, ``"none"``: an answer), a server engine sends
+    it; engines that can do neither ignore it (the loop itself always uses ``"auto"``).
     """
 
     max_tokens: int = 256
@@ -90,6 +119,7 @@ class GenerationSettings:
     model: str | None = None
     unsent: frozenset[str] = frozenset()
     draft_calls: tuple[ToolCall, ...] = ()
+    tool_choice: ToolChoice = "auto"
 
 
 @runtime_checkable

@@ -37,6 +37,9 @@ at once and the replica is left alone for a while (see :mod:`harness.engines.rou
 The gold policy (``settings.forced``) needs decoding constrained to the exact reply: with
 ``server_supports_structured_outputs=True`` (a vLLM server) the request carries vLLM's
 ``structured_outputs`` extension; otherwise it is a :class:`~harness.errors.ConfigError`.
+
+``settings.tool_choice`` is sent as Chat Completions spells it with ``tool_format="openai"``
+(:attr:`OpenAIHTTPEngine.takes_tool_choice`); the harness format ignores it.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ import anyio
 import httpx
 
 from harness.engines import _format, _sse, router
-from harness.engines.base import ClosingContext, GenerationSettings
+from harness.engines.base import ClosingContext, GenerationSettings, NamedTool, ToolChoice
 from harness.errors import ConfigError, EngineDeadError, EngineRequestError
 from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
 
@@ -188,6 +191,11 @@ class OpenAIHTTPEngine(ClosingContext):
         self._closed = False
         self._in_flight: set[anyio.CancelScope] = set()
 
+    @property
+    def takes_tool_choice(self) -> bool:
+        """Tools go in the request (``tool_format="openai"``), so ``tool_choice`` can too."""
+        return self.tool_format == "openai"
+
     async def aclose(self) -> None:
         """Fail in-flight requests with EngineDeadError and close the engine (and the HTTP
         client, if this engine created it)."""
@@ -244,7 +252,9 @@ class OpenAIHTTPEngine(ClosingContext):
                 # A forced reply arrives as text in the harness format; the server must not
                 # try to parse it as its own tool-call syntax.
                 if "tool_choice" not in unsent:
-                    body["tool_choice"] = "none" if forced is not None else "auto"
+                    body["tool_choice"] = (
+                        "none" if forced is not None else _wire_choice(settings.tool_choice)
+                    )
         if forced is not None:
             body["structured_outputs"] = {"choice": [forced]}
             body["max_tokens"] = max(settings.max_tokens, len(forced.encode("utf-8")) + 8)
@@ -550,6 +560,15 @@ class OpenAIHTTPEngine(ClosingContext):
             return Completion(content, calls, usage, timings, "tool_calls")
         finish: Literal["stop", "length"] = "length" if reason == "length" else "stop"
         return Completion(text, (), usage, timings, finish)
+
+
+def _wire_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    """``choice`` as Chat Completions spells it."""
+    if isinstance(choice, str):
+        return choice
+    if isinstance(choice, NamedTool):
+        return {"type": "function", "function": {"name": choice.name}}
+    return dict(choice.value)
 
 
 def _usage(raw: Any) -> Usage:

@@ -687,6 +687,13 @@ class VLLMEngine(ClosingContext):
         return self._drafts is not None
 
     @property
+    def takes_tool_choice(self) -> bool:
+        """``GenerationSettings.tool_choice`` is forced by the reply grammar (``"auto"``,
+        ``"none"``, ``"required"``, a named tool; not an
+        :class:`~harness.engines.base.OtherToolChoice` object)."""
+        return True
+
+    @property
     def draft_stats(self) -> DraftStats:
         """Engine-wide speculative-decoding counters (see :class:`DraftStats`)."""
         return self._counters.drafting()
@@ -740,10 +747,16 @@ class VLLMEngine(ClosingContext):
             )
 
     def _grammar(
-        self, tools: Sequence[ToolSpec], parallel: bool, max_calls: int | None = None
+        self,
+        tools: Sequence[ToolSpec],
+        parallel: bool,
+        max_calls: int | None = None,
+        *,
+        required: bool = False,
     ) -> str:
-        """EBNF for a valid reply, with no free whitespace (so replies render byte-stably)."""
-        schema = _format.reply_schema(tools, parallel, max_calls)
+        """EBNF for a valid reply, with no free whitespace (so replies render byte-stably);
+        ``required``: calls only (``tool_choice``)."""
+        schema = _format.reply_schema(tools, parallel, max_calls, required=required)
         # Property order is the emitted key order: never sort the schema's keys.
         key = (json.dumps(schema, ensure_ascii=False), parallel)
         cached = self._grammars.get(key)
@@ -775,16 +788,18 @@ class VLLMEngine(ClosingContext):
 
         structured = None
         max_tokens = settings.max_tokens
+        chosen = None if forced is not None else _format.chosen_tools(settings, tools)
         if forced is not None:
             structured = StructuredOutputsParams(choice=[forced])
             # The grammar may spell the text in small tokens; never truncate a forced reply.
             max_tokens = max(max_tokens, len(forced.encode("utf-8")) + 8)
-        elif settings.constrain and tools:
+        elif chosen is not None:  # constrained, or a tool_choice to force
             structured = StructuredOutputsParams(
                 grammar=self._grammar(
-                    tools if settings.grammar_tools is None else settings.grammar_tools,
+                    chosen[0],
                     settings.parallel_tool_calls,
                     settings.max_parallel_calls,
+                    required=chosen[1],
                 )
             )
         return SamplingParams(

@@ -31,6 +31,7 @@ _LATER_FIELDS: tuple[tuple[str, object], ...] = (
     ("model", None),
     ("unsent", frozenset()),
     ("draft_calls", ()),
+    ("tool_choice", "auto"),
 )
 
 #: What can become of a call in one attempt of a run: ``started`` (intent journaled),

@@ -11,7 +11,8 @@ round trips per window instead of n + 1. Uncertifiable traffic passes through (a
 
 Modules: :mod:`~harness.proxy.app` (the ASGI app, :func:`build_app`), :mod:`~harness.proxy.config`
 (:class:`ProxyConfig`), :mod:`~harness.proxy.wire` (the one request path of the three APIs),
-:mod:`~harness.proxy.limits` (the edge's limits), :mod:`~harness.proxy.upstream`
+:mod:`~harness.proxy.limits` (the edge's limits), :mod:`~harness.proxy.models` (the typed
+request models of the three APIs), :mod:`~harness.proxy.upstream`
 (``tool_choice``), :mod:`~harness.proxy.text_history` (windows written back as text),
 :mod:`~harness.proxy.conversation` (a conversation is one run of the loop, arm F, with the
 client as its executor),

@@ -6,7 +6,8 @@ Messages API, :mod:`harness.proxy.messages_api`), ``GET /v1/models``, ``GET /hea
 engine, or :class:`~harness.engines.openai_http.OpenAIHTTPEngine` over one or several
 OpenAI-compatible servers) to a Starlette app. Each chat request:
 
-1. is checked (:mod:`harness.proxy.protocol`; a mistake is a 400 with OpenAI's error body),
+1. is checked (:mod:`harness.proxy.limits`, then its API's typed model,
+   :mod:`harness.proxy.models`; a mistake is a 400 in that API's error shape),
    and its skill and inputs are read from ``X-Harness-Skill`` / ``X-Harness-Inputs`` or the
    body's ``harness_skill`` / ``harness_inputs`` (a manifest with one skill: the default);
 2. has its flattened windows put back in serial form (:mod:`harness.proxy.restore`);
@@ -293,7 +294,7 @@ class ProxyService:
             parallel_tool_calls=native,
             model=self.config.upstream_model or request.model or None,
             unsent=unsent,
-            tool_choice=plan.forward,
+            tool_choice=plan.forward or "auto",  # "auto" unsent when nothing is forwarded
         )
         task = Task(
             id=run_id,
@@ -662,8 +663,8 @@ def build_app(
     service = ProxyService(engine, config or ProxyConfig(), ledger)
     cfg = service.config
 
-    def error(status: int, message: str) -> JSONResponse:
-        return JSONResponse(error_body(service.hide(message)), status_code=status)
+    def error(request: Request, status: int, message: str) -> JSONResponse:
+        return _error_response(request.url.path, status, service.hide(message))
 
     async def models(request: Request) -> Response:
         return JSONResponse(
@@ -678,10 +679,19 @@ def build_app(
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(
+            request,
             404,
-            f"No route {request.method} {request.url.path}; this server serves POST "
+            f"No route {request.method} {_bounded_path(request)}; this server serves POST "
             "/v1/chat/completions, /v1/responses and /v1/messages, GET /v1/models and GET "
             "/health.",
+        )
+
+    async def wrong_method(request: Request, exc: Exception) -> Response:
+        return error(
+            request,
+            405,
+            f"{request.method} is not served at {_bounded_path(request)}; send POST (the API "
+            "routes) or GET (/v1/models, /health).",
         )
 
     routes: list[BaseRoute] = [
@@ -694,7 +704,7 @@ def build_app(
     app = Starlette(
         routes=routes,
         lifespan=lambda app: service.lifespan(),
-        exception_handlers={404: not_found},
+        exception_handlers={404: not_found, 405: wrong_method},
         middleware=[Middleware(_ApiKey, key=cfg.api_key, open_paths=("/health", "/v1/health"))],
     )
     app.state.proxy = service
@@ -742,9 +752,22 @@ class _ApiKey:
         message = (
             "Missing or wrong API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'."
         )
-        if scope["path"].endswith("/messages"):
-            body = MessagesApi().error(message, status=401, kind="authentication_error", param=None)
-        else:
-            body = error_body(message, kind="authentication_error")
-        response = JSONResponse(body, status_code=401)
+        response = _error_response(scope["path"], 401, message, kind="authentication_error")
         await response(scope, receive, send)
+
+
+def _error_response(
+    path: str, status: int, message: str, *, kind: str = "invalid_request_error"
+) -> JSONResponse:
+    """An error outside the API routes' own handler (a wrong path or method, a missing API
+    key) in the error shape of the API the path names (Anthropic's for ``/messages``)."""
+    if path.rstrip("/").endswith("/messages"):
+        body = MessagesApi().error(message, status=status, kind=kind, param=None)
+    else:
+        body = error_body(message, kind=kind)
+    return JSONResponse(body, status_code=status)
+
+
+def _bounded_path(request: Request) -> str:
+    path = request.url.path
+    return path if len(path) <= 200 else path[:200] + "..."

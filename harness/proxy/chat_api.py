@@ -1,7 +1,8 @@
 """The OpenAI Chat Completions API (``POST /v1/chat/completions``) as a
 :class:`~harness.proxy.wire.WireApi`: the proxy's internal form, so every translation is the
-identity — the request checked by :func:`~harness.proxy.protocol.parse_request`, the answer
-and its stream chunks as they are, errors in OpenAI's shape. It is served by the same route
+identity — the request checked by its typed model (:class:`~harness.proxy.models.ChatBody`)
+and forwarded as the client sent it, the answer and its stream chunks as they are, errors in
+OpenAI's shape. It is served by the same route
 as the other two APIs (:func:`~harness.proxy.wire.wire_endpoint`)."""
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from harness.proxy.protocol import ChatRequest, error_body, parse_request, stream_chunks
+from harness.proxy.models import ChatBody, chat_tool_choice, refuse_unknown, validated
+from harness.proxy.protocol import ChatRequest, chat_request, error_body, stream_chunks
 
 __all__ = ("ChatApi",)
 
@@ -20,7 +22,10 @@ class ChatApi:
     name = "chat"
 
     def parse(self, body: Any, *, max_messages: int) -> ChatRequest:
-        return parse_request(body, max_messages=max_messages)
+        checked = validated(ChatBody, body)
+        refuse_unknown(checked)
+        choice = None if checked.tool_choice is None else chat_tool_choice(checked.tool_choice)
+        return chat_request(body, tool_choice=choice, max_messages=max_messages)
 
     def error(self, message: str, *, status: int, kind: str, param: str | None) -> dict[str, Any]:
         return error_body(message, kind=kind, param=param)

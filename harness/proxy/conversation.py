@@ -301,7 +301,7 @@ class Conversation:
         self.task = task
         self.run_id = task.id
         #: The client's ``tool_choice`` the run generates under (:mod:`harness.proxy.upstream`).
-        self.tool_choice = getattr(config.generation, "tool_choice", None)
+        self.tool_choice = config.generation.tool_choice
         #: What the conversation's windows' minted ids derive from (default: the run id).
         self.name = task.id
         self.meter = Meter(max_generations)

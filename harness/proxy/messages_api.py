@@ -17,6 +17,7 @@ not matter); each ``tool_result`` block is one ``tool`` message, in the order th
 sent them (an ``is_error`` result's text is prefixed with ``Error: ``), and the user turn's
 text blocks follow them as one user message.
 
+The request is checked by its typed model (:class:`~harness.proxy.models.MessagesBody`).
 Unsupported, each a 400 in Anthropic's error body
 (``{"type": "error", "error": {"type": "invalid_request_error", "message": ...}}``):
 images, documents, thinking blocks, server tools, another ``tool_choice``, ``top_k``,
@@ -37,12 +38,23 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import replace
 from typing import Any
 
+from harness.engines.base import ToolChoice
+from harness.errors import EngineRequestError
 from harness.messages import Message
-from harness.proxy.protocol import BadRequest, ChatRequest
-from harness.proxy.wire import chat_chunks, parse_as_chat, sse
+from harness.proxy.models import (
+    AnthropicText,
+    AnthropicToolUse,
+    AnthropicUserMessage,
+    MessagesBody,
+    UserBlock,
+    messages_tool_choice,
+    refuse_unknown,
+    validated,
+)
+from harness.proxy.protocol import ChatRequest, chat_request
+from harness.proxy.wire import chat_chunks, sse
 
 __all__ = ("MessagesApi", "chat_body")
 
@@ -55,237 +67,124 @@ _SHARED = (
     "harness_inputs",
     "harness_arm",
 )
-_KNOWN = frozenset(
-    {
-        *_SHARED,
-        "max_tokens",
-        "system",
-        "messages",
-        "tools",
-        "tool_choice",
-        "stop_sequences",
-        "stream",
-    }
-)
 #: The proxy's error types (OpenAI's) as Anthropic's.
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    405: "invalid_request_error",
     413: "request_too_large",
     429: "rate_limit_error",
 }
 _STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 
 
-def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        raise BadRequest(f"{where}.content must be a string or a list of blocks.", param=where)
-    for i, block in enumerate(content):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise BadRequest(
-                f"{where}.content[{i}] must be a block with a 'type'.",
-                param=f"{where}.content[{i}]",
-            )
-    return content
+def _text(content: str | list[AnthropicText]) -> str:
+    return content if isinstance(content, str) else "".join(b.text for b in content)
 
 
-def _text(blocks: list[dict[str, Any]], where: str) -> str:
-    texts = []
-    for i, block in enumerate(blocks):
-        if block.get("type") != "text" or not isinstance(block.get("text"), str):
-            raise BadRequest(
-                f"{where}[{i}] is a {block.get('type')!r} block; this proxy passes on text "
-                "blocks only here.",
-                param=f"{where}[{i}]",
-            )
-        texts.append(block["text"])
-    return "".join(texts)
-
-
-def _system(body: Mapping[str, Any]) -> list[Message]:
-    system = body.get("system")
+def _system(body: MessagesBody) -> list[Message]:
+    system = body.system
     if system is None:
         return []
-    if isinstance(system, str):
-        text = system
-    elif isinstance(system, list):
-        text = "\n\n".join(_text([b], "system") for b in _blocks(system, "system"))
-    else:
-        raise BadRequest("'system' must be a string or a list of text blocks.", param="system")
+    text = system if isinstance(system, str) else "\n\n".join(b.text for b in system)
     return [{"role": "system", "content": text}] if text else []
 
 
-def _user(blocks: list[dict[str, Any]], where: str) -> list[Message]:
+def _user(content: str | list[UserBlock]) -> list[Message]:
+    if isinstance(content, str):
+        return [{"role": "user", "content": content}]
     out: list[Message] = []
     texts: list[str] = []
-    for i, block in enumerate(blocks):
-        kind = block["type"]
-        if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif kind == "tool_result":
-            call_id = block.get("tool_use_id")
-            if not isinstance(call_id, str):
-                raise BadRequest(
-                    f"{where}.content[{i}] (tool_result) needs a string 'tool_use_id'.",
-                    param=f"{where}.content[{i}].tool_use_id",
-                )
-            result = block.get("content", "")
-            text = _text(_blocks(result, f"{where}.content[{i}]"), f"{where}.content[{i}]")
-            if block.get("is_error"):
-                text = f"Error: {text}"
-            out.append({"role": "tool", "tool_call_id": call_id, "content": text})
-        else:
-            raise BadRequest(
-                f"{where}.content[{i}] is a {kind!r} block; this proxy takes text and "
-                "tool_result blocks from the user.",
-                param=f"{where}.content[{i}]",
-            )
+    for block in content:
+        if isinstance(block, AnthropicText):
+            texts.append(block.text)
+            continue
+        text = _text(block.content)
+        if block.is_error:
+            text = f"Error: {text}"
+        out.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": text})
     if texts:
         out.append({"role": "user", "content": "".join(texts)})
     return out
 
 
-def _assistant(blocks: list[dict[str, Any]], where: str) -> Message:
+def _assistant(content: str | list[AnthropicText | AnthropicToolUse]) -> Message:
+    if isinstance(content, str):
+        return {"role": "assistant", "content": content or None}
     texts: list[str] = []
     calls = []
-    for i, block in enumerate(blocks):
-        kind = block["type"]
-        if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif kind == "tool_use":
-            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
-                raise BadRequest(
-                    f"{where}.content[{i}] (tool_use) needs a string 'id' and 'name'.",
-                    param=f"{where}.content[{i}]",
-                )
-            arguments = block.get("input", {})
-            if not isinstance(arguments, dict):
-                raise BadRequest(
-                    f"{where}.content[{i}].input must be an object.",
-                    param=f"{where}.content[{i}].input",
-                )
-            calls.append(
-                {
-                    "id": block["id"],
-                    "type": "function",
-                    "function": {"name": block["name"], "arguments": json.dumps(arguments)},
-                }
-            )
-        else:
-            raise BadRequest(
-                f"{where}.content[{i}] is a {kind!r} block; this proxy takes text and tool_use "
-                "blocks from the assistant.",
-                param=f"{where}.content[{i}]",
-            )
+    for block in content:
+        if isinstance(block, AnthropicText):
+            texts.append(block.text)
+            continue
+        calls.append(
+            {
+                "id": block.id,
+                "type": "function",
+                "function": {"name": block.name, "arguments": json.dumps(block.input)},
+            }
+        )
     message: Message = {"role": "assistant", "content": "".join(texts) or None}
     if calls:
         message["tool_calls"] = calls
     return message
 
 
-def _messages(body: Mapping[str, Any]) -> list[Message]:
-    raw = body.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise BadRequest("'messages' must be a non-empty list of messages.", param="messages")
+def _messages(body: MessagesBody) -> list[Message]:
     messages = _system(body)
-    for i, message in enumerate(raw):
-        where = f"messages[{i}]"
-        role = message.get("role") if isinstance(message, dict) else None
-        if role not in ("user", "assistant"):
-            raise BadRequest(f"{where}.role must be 'user' or 'assistant'.", param=where)
-        blocks = _blocks(message.get("content"), where)
-        if role == "user":
-            messages.extend(_user(blocks, where))
+    for message in body.messages:
+        if isinstance(message, AnthropicUserMessage):
+            messages.extend(_user(message.content))
         else:
-            messages.append(_assistant(blocks, where))
+            messages.append(_assistant(message.content))
     return messages
 
 
-def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be a list of tools.", param="tools")
+def _tools(body: MessagesBody) -> list[dict[str, Any]]:
     out = []
-    for i, tool in enumerate(tools):
-        if (
-            not isinstance(tool, dict)
-            or tool.get("type") not in (None, "custom")
-            or not isinstance(tool.get("name"), str)
-        ):
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            raise BadRequest(
-                f"tools[{i}] must be a client tool {{'name', 'description', 'input_schema'}}"
-                f"{f', not a {kind!r} tool' if kind else ''}; this proxy runs no server tools.",
-                param=f"tools[{i}]",
-            )
-        function: dict[str, Any] = {"name": tool["name"]}
-        if tool.get("description") is not None:
-            function["description"] = tool["description"]
-        function["parameters"] = tool.get("input_schema") or {"type": "object"}
+    for tool in body.tools or ():
+        function: dict[str, Any] = {"name": tool.name}
+        if tool.description is not None:
+            function["description"] = tool.description
+        function["parameters"] = tool.input_schema or {"type": "object"}
         out.append({"type": "function", "function": function})
     return out
 
 
-#: Anthropic's ``tool_choice`` types as Chat Completions' values (``tool``: a named function).
-_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
-
-
-def _tool_choice(choice: Any) -> Any:
-    """Anthropic's ``tool_choice`` (``{"type": "auto" | "any" | "none" | "tool", "name"}``;
-    the bare strings too) in Chat Completions' spelling."""
-    kind = choice.get("type") if isinstance(choice, dict) else choice
-    if isinstance(kind, str) and kind in _CHOICES:
-        return _CHOICES[kind]
-    if kind == "tool" and isinstance(choice, dict) and isinstance(choice.get("name"), str):
-        return {"type": "function", "function": {"name": choice["name"]}}
-    raise BadRequest(
-        "tool_choice must be {'type': 'auto'}, {'type': 'any'}, {'type': 'none'} or "
-        "{'type': 'tool', 'name': ...} (each with disable_parallel_tool_use if you want one "
-        f"call per turn); got {json.dumps(choice, default=str)[:80]}.",
-        param="tool_choice",
-    )
+def _translate(body: Any) -> tuple[dict[str, Any], ToolChoice | None]:
+    """A Messages request body checked (:class:`~harness.proxy.models.MessagesBody`) and
+    translated: the equivalent chat-completions body and the ``tool_choice``."""
+    checked = validated(MessagesBody, body)
+    refuse_unknown(checked)
+    chat: dict[str, Any] = {k: body[k] for k in _SHARED if k in body}
+    chat["messages"] = _messages(checked)
+    tools = _tools(checked)
+    if tools:
+        chat["tools"] = tools
+    chat["max_tokens"] = checked.max_tokens
+    choice = None
+    if checked.tool_choice is not None:
+        choice = messages_tool_choice(checked.tool_choice)
+        chat["tool_choice"] = body["tool_choice"]
+        if (
+            not isinstance(checked.tool_choice, str)
+            and checked.tool_choice.disable_parallel_tool_use
+        ):
+            chat["parallel_tool_calls"] = False
+    if checked.stop_sequences is not None:
+        chat["stop"] = checked.stop_sequences
+    if checked.stream is not None:
+        chat["stream"] = checked.stream
+        if checked.stream:
+            chat["stream_options"] = {"include_usage": True}
+    return chat, choice
 
 
 def chat_body(body: Any) -> dict[str, Any]:
     """A Messages request body as the equivalent chat-completions body."""
-    if not isinstance(body, dict):
-        raise BadRequest("The request body must be a JSON object.")
-    unknown = sorted(set(body) - _KNOWN)
-    if unknown:
-        raise BadRequest(
-            f"Unsupported field(s) {unknown}: this proxy does not pass them on and will not "
-            "ignore them silently; remove them.",
-            param=unknown[0],
-        )
-    if body.get("max_tokens") is None:
-        raise BadRequest("'max_tokens' is required.", param="max_tokens")
-    chat: dict[str, Any] = {k: body[k] for k in _SHARED if k in body}
-    chat["messages"] = _messages(body)
-    tools = _tools(body)
-    if tools:
-        chat["tools"] = tools
-    chat["max_tokens"] = body["max_tokens"]
-    choice = body.get("tool_choice")
-    if choice is not None:
-        chat["tool_choice"] = _tool_choice(choice)
-        if isinstance(choice, dict) and choice.get("disable_parallel_tool_use"):
-            chat["parallel_tool_calls"] = False
-    stop = body.get("stop_sequences")
-    if stop is not None:
-        chat["stop"] = stop
-    if body.get("stream") is not None:
-        chat["stream"] = body["stream"]
-        if body["stream"] is True:
-            chat["stream_options"] = {"include_usage": True}
-    return chat
-
-
-def _param(param: str | None) -> str | None:
-    return {"stop": "stop_sequences", "parallel_tool_calls": "tool_choice"}.get(param or "", param)
+    return _translate(body)[0]
 
 
 class MessagesApi:
@@ -294,13 +193,13 @@ class MessagesApi:
     name = "messages"
 
     def parse(self, body: Any, *, max_messages: int) -> ChatRequest:
-        parsed = parse_as_chat(
-            chat_body(body),
+        chat, choice = _translate(body)
+        return chat_request(
+            chat,
+            tool_choice=choice,
             max_messages=max_messages,
-            field=("'stop'", "'stop_sequences'"),
-            param=_param,
+            extra={"model": body.get("model", "")},
         )
-        return replace(parsed, extra={"model": body.get("model", "")})
 
     def error(self, message: str, *, status: int, kind: str, param: str | None) -> dict[str, Any]:
         return {
@@ -390,10 +289,9 @@ def _tool_use(call: Mapping[str, Any]) -> dict[str, Any]:
     except ValueError:
         arguments = None
     if not isinstance(arguments, dict):
-        raise BadRequest(
-            f"The upstream's call to {function['name']!r} has arguments that are not a JSON "
-            f"object ({function['arguments'][:200]!r}); the Messages API cannot carry them.",
-            status=502,
+        raise EngineRequestError(
+            f"its call to {function['name']!r} has arguments that are not a JSON object "
+            f"({function['arguments'][:200]!r}), which the Messages API cannot carry"
         )
     return {"type": "tool_use", "id": call["id"], "name": function["name"], "input": arguments}
 

@@ -1,19 +1,21 @@
-"""The OpenAI chat-completions wire format as the proxy speaks it: requests in, responses,
-stream chunks and error bodies out.
+"""The OpenAI chat-completions wire format as the proxy speaks it: the checked request
+(:class:`ChatRequest`, which the other two APIs translate to), responses, stream chunks and
+error bodies.
 
-:func:`parse_request` checks a request body and says exactly what is wrong (an
-:class:`BadRequest`, a 400 with OpenAI's error body). Fields the proxy honours: ``model``,
+Requests are checked by the typed models of :mod:`harness.proxy.models` (a mistake is a
+:class:`BadRequest`, a 400 in the API's error shape). Fields the proxy honours: ``model``,
 ``messages``, ``tools``, ``tool_choice`` (``"auto"``, ``"none"``, ``"required"``, a named
 function or another object: :mod:`harness.proxy.upstream` says how each is served),
-``parallel_tool_calls``,
-``temperature``, ``max_tokens`` / ``max_completion_tokens``, ``seed``, ``stop``, ``stream``,
-``stream_options.include_usage``, ``n`` (1), ``store`` (``false``: the proxy stores no
-completions), ``user`` and ``metadata`` (recorded nowhere, harmless), and the harness's own ``harness_skill``, ``harness_inputs`` and ``harness_arm``
+``parallel_tool_calls``, ``temperature``, ``max_tokens`` / ``max_completion_tokens``,
+``seed``, ``stop``, ``stream``, ``stream_options.include_usage``, ``n`` (1), ``store``
+(``false``: the proxy stores no completions), ``user`` and ``metadata`` (recorded nowhere,
+harmless), and the harness's own ``harness_skill``, ``harness_inputs`` and ``harness_arm``
 (what the OpenAI SDK's ``extra_body`` sends). ``max_tokens``, ``temperature``,
 ``parallel_tool_calls`` and ``tool_choice`` reach a server upstream only when the client sent
-them (``GenerationSettings.unsent``): nothing is injected. Anything else — ``n > 1``, ``logprobs``, a
-``response_format``, sampling knobs the engine does not have, an unknown field — is a 400
-that names it, never silently ignored.
+them (``GenerationSettings.unsent``): nothing is injected. Anything else — ``n > 1``,
+``logprobs``, a ``response_format``, sampling knobs the engine does not have, an unknown
+top-level field — is a 400 that names it, never silently ignored; unknown fields inside a
+message or a tool are kept and forwarded as the client sent them.
 """
 
 from __future__ import annotations
@@ -25,58 +27,21 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.engines.base import GenerationSettings
+from harness.engines.base import GenerationSettings, ToolChoice
 from harness.errors import ConfigError
 from harness.messages import Message, ToolSpec, Usage
-from harness.proxy.upstream import ProxySettings
 
 __all__ = (
     "BadRequest",
     "ChatRequest",
     "ChunkWriter",
+    "chat_request",
     "chat_response",
     "error_body",
-    "parse_request",
     "stream_chunks",
     "usage_body",
 )
 
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-#: Fields accepted only at their neutral value (the engine has no such knob).
-_NEUTRAL: dict[str, Any] = {
-    "top_p": 1,
-    "presence_penalty": 0,
-    "frequency_penalty": 0,
-    "logprobs": False,
-    "store": False,  # the proxy stores no completions
-}
-_KNOWN = frozenset(
-    {
-        "model",
-        "messages",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "temperature",
-        "max_tokens",
-        "max_completion_tokens",
-        "seed",
-        "stop",
-        "stream",
-        "stream_options",
-        "n",
-        "user",
-        "metadata",
-        "harness_skill",
-        "harness_inputs",
-        "harness_arm",
-        *_NEUTRAL,
-    }
-)
-
-
-_INT32 = 2**31 - 1
-_INT64 = 2**63
 #: Fields a server upstream gets only when the client sent them (else its defaults apply).
 _FORWARDED = ("max_tokens", "temperature", "parallel_tool_calls", "tool_choice")
 
@@ -100,202 +65,72 @@ class ChatRequest:
     model: str
     messages: list[Message]
     tools: list[ToolSpec]
-    settings: ProxySettings
+    settings: GenerationSettings
     parallel_tool_calls: bool | None = None
     stream: bool = False
     include_usage: bool = False
     skill: str | None = None
     inputs: Mapping[str, Any] | None = None
     arm: str | None = None
-    #: The client's ``tool_choice`` (served by :func:`~harness.proxy.upstream.choice_plan`).
-    tool_choice: str | dict[str, Any] | None = None
+    #: The client's ``tool_choice`` (``None``: not sent; served by
+    #: :func:`~harness.proxy.upstream.choice_plan`).
+    tool_choice: ToolChoice | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _number(body: Mapping[str, Any], key: str, low: float, high: float) -> float | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise BadRequest(
-            f"'{key}' must be a number from {low} to {high}, got {_short(value)}.", param=key
-        )
-    return float(value)
-
-
-def _count(body: Mapping[str, Any], key: str) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _INT32:
-        raise BadRequest(
-            f"'{key}' must be a positive integer up to {_INT32:,}, got {_short(value)}.",
-            param=key,
-        )
-    return value
-
-
-def _messages(body: Mapping[str, Any], max_messages: int) -> list[Message]:
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty list of messages.", param="messages")
+def chat_request(
+    chat: Mapping[str, Any],
+    *,
+    tool_choice: ToolChoice | None,
+    max_messages: int,
+    messages_param: str = "messages",
+    extra: Mapping[str, Any] | None = None,
+) -> ChatRequest:
+    """The checked request of ``chat``, a body in Chat Completions' form already validated
+    by its API's model (:mod:`harness.proxy.models`; the other APIs translate theirs to this
+    form): ``tool_choice`` as the engine seam types it; more messages than ``max_messages``
+    are a 400 (``messages_param`` names the field in the API's terms); ``extra``: what the
+    API echoes in its response."""
+    messages: list[Message] = list(chat["messages"])
     if len(messages) > max_messages:
         raise BadRequest(
-            f"'messages' has {len(messages)} messages, over this server's limit of "
-            f"{max_messages}; shorten the history or raise the server's --max-messages.",
-            param="messages",
+            f"'{messages_param}' has {len(messages):,} messages, over this server's limit of "
+            f"{max_messages:,}; shorten the history or raise the server's --max-messages.",
+            param=messages_param,
         )
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in _ROLES:
-            raise BadRequest(
-                f"messages[{i}] must be an object with 'role' one of {sorted(_ROLES)}.",
-                param=f"messages[{i}]",
-            )
-        calls = message.get("tool_calls")
-        if calls is not None and (
-            not isinstance(calls, list)
-            or not all(isinstance(c, dict) and isinstance(c.get("function"), dict) for c in calls)
-        ):
-            raise BadRequest(
-                f"messages[{i}].tool_calls must be a list of {{id, type, function}} objects.",
-                param=f"messages[{i}].tool_calls",
-            )
-        if message["role"] == "tool" and not isinstance(message.get("tool_call_id"), str):
-            raise BadRequest(
-                f"messages[{i}] (role tool) needs a string 'tool_call_id'.",
-                param=f"messages[{i}].tool_call_id",
-            )
-    return messages
-
-
-def _tools(body: Mapping[str, Any]) -> list[ToolSpec]:
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be a list of function specs.", param="tools")
-    for i, spec in enumerate(tools):
-        function = spec.get("function") if isinstance(spec, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise BadRequest(
-                f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ...}}}}.",
-                param=f"tools[{i}]",
-            )
-    return tools
-
-
-def _settings(body: Mapping[str, Any]) -> ProxySettings:
-    stop = body.get("stop")
-    stops: tuple[str, ...] = ()
-    if isinstance(stop, str):
-        stops = (stop,)
-    elif isinstance(stop, list) and all(isinstance(s, str) for s in stop):
-        stops = tuple(stop)
-    elif stop is not None:
-        raise BadRequest("'stop' must be a string or a list of strings.", param="stop")
-    for key in ("stream", "parallel_tool_calls"):
-        if key in body and body[key] is not None and not isinstance(body[key], bool):
-            raise BadRequest(f"'{key}' must be true or false.", param=key)
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict) or set(options) - {"include_usage"}:
-        raise BadRequest("'stream_options' may only hold 'include_usage'.", param="stream_options")
-    seed = body.get("seed")
-    if seed is not None and (
-        isinstance(seed, bool) or not isinstance(seed, int) or not -_INT64 <= seed < _INT64
-    ):
-        raise BadRequest(f"'seed' must be a 64-bit integer, got {_short(seed)}.", param="seed")
-    max_tokens = _count(body, "max_completion_tokens") or _count(body, "max_tokens")
-    temperature = _number(body, "temperature", 0, 2)
-    sent = {key for key, value in body.items() if value is not None}
+    stop = chat.get("stop")
+    stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
+    max_tokens = chat.get("max_completion_tokens") or chat.get("max_tokens")
+    temperature = chat.get("temperature")
+    sent = {key for key, value in chat.items() if value is not None}
     unsent = {key for key in _FORWARDED if key not in sent}
     if max_tokens is not None:
         unsent.discard("max_tokens")
-    return ProxySettings(
+    if tool_choice is None:
+        unsent.add("tool_choice")
+    settings = GenerationSettings(
         max_tokens=max_tokens or GenerationSettings.max_tokens,
-        temperature=temperature if temperature is not None else 0.0,
-        seed=seed,
+        temperature=float(temperature) if temperature is not None else 0.0,
+        seed=chat.get("seed"),
         stop=stops,
         unsent=frozenset(unsent),
+        tool_choice=tool_choice or "auto",
     )
-
-
-def parse_request(body: Any, *, max_messages: int) -> ChatRequest:
-    """Check a decoded request body (see the module docstring)."""
-    if not isinstance(body, dict):
-        raise BadRequest("The request body must be a JSON object.")
-    unknown = sorted(set(body) - _KNOWN)
-    if unknown:
-        raise BadRequest(
-            f"Unsupported field(s) {unknown}: this proxy does not pass them on and will not "
-            "ignore them silently; remove them.",
-            param=unknown[0],
-        )
-    for key, neutral in _NEUTRAL.items():
-        if key in body and body[key] is not None and body[key] != neutral:
-            raise BadRequest(
-                f"'{key}'={body[key]!r} is not supported by this proxy's engine; omit it or "
-                f"send {neutral!r}.",
-                param=key,
-            )
-    n = body.get("n")
-    if n is not None and n != 1:
-        raise BadRequest(
-            f"'n'={n!r}: this proxy returns one choice per request; send n=1 or omit it.",
-            param="n",
-        )
-    choice = _tool_choice(body.get("tool_choice"))
-    model = body.get("model", "")
-    if not isinstance(model, str):
-        raise BadRequest("'model' must be a string.", param="model")
-    messages = _messages(body, max_messages)
-    tools = _tools(body)
-    settings = _settings(body)
-    skill = body.get("harness_skill")
-    if skill is not None and not isinstance(skill, str):
-        raise BadRequest("'harness_skill' must be a skill name (a string).", param="harness_skill")
-    inputs = body.get("harness_inputs")
-    if inputs is not None and not isinstance(inputs, dict):
-        raise BadRequest("'harness_inputs' must be a JSON object.", param="harness_inputs")
-    arm = body.get("harness_arm")
-    if arm is not None and arm not in ("S", "F"):
-        raise BadRequest("'harness_arm' must be 'S' (pass-through) or 'F'.", param="harness_arm")
+    options = chat.get("stream_options") or {}
     return ChatRequest(
-        model=model,
+        model=chat.get("model") or "",
         messages=messages,
-        tools=tools,
+        tools=list(chat.get("tools") or ()),
         settings=settings,
-        parallel_tool_calls=body.get("parallel_tool_calls"),
-        stream=bool(body.get("stream")),
-        include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
-        skill=skill,
-        inputs=inputs,
-        arm=arm,
-        tool_choice=choice,
+        parallel_tool_calls=chat.get("parallel_tool_calls"),
+        stream=bool(chat.get("stream")),
+        include_usage=bool(options.get("include_usage")),
+        skill=chat.get("harness_skill"),
+        inputs=chat.get("harness_inputs"),
+        arm=chat.get("harness_arm"),
+        tool_choice=tool_choice,
+        extra=dict(extra or {}),
     )
-
-
-def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
-    """The client's ``tool_choice`` checked for its shape (what it asks is served by
-    :func:`~harness.proxy.upstream.choice_plan`): ``"auto"``, ``"none"``, ``"required"``, a
-    named function, or another object with a ``type`` (passed on as sent)."""
-    if choice is None or choice in ("auto", "none", "required"):
-        return choice  # type: ignore[no-any-return]
-    if not isinstance(choice, dict) or not isinstance(choice.get("type"), str):
-        raise BadRequest(
-            f"'tool_choice' must be 'auto', 'none', 'required' or an object such as "
-            f"{{'type': 'function', 'function': {{'name': ...}}}}; got {_short(choice)}.",
-            param="tool_choice",
-        )
-    if choice["type"] == "function":
-        function = choice.get("function")
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise BadRequest(
-                "'tool_choice' of type 'function' needs {'function': {'name': ...}}.",
-                param="tool_choice",
-            )
-    return choice
-
-
-def _short(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)[:80]
 
 
 def error_body(

@@ -15,6 +15,7 @@ harness's own ``harness_skill`` / ``harness_inputs`` / ``harness_arm``. Consecut
 message with several calls — a flattened window comes back that way and is restored; each
 ``function_call_output`` is one ``tool`` message, in the order the client sent them.
 
+The request is checked by its typed model (:class:`~harness.proxy.models.ResponsesBody`).
 Unsupported, each a 400 that says so: ``previous_response_id`` and ``conversation`` (the
 proxy stores no responses: send the whole conversation in ``input``), ``store: true``,
 items or content parts other than the above (images, files, reasoning, item references),
@@ -36,16 +37,25 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import replace
 from typing import Any
 
+from harness.engines.base import ToolChoice
 from harness.messages import Message
-from harness.proxy.protocol import BadRequest, ChatRequest, error_body
-from harness.proxy.wire import chat_chunks, parse_as_chat, sse
+from harness.proxy.models import (
+    ResponsesBody,
+    ResponsesContent,
+    ResponsesFunctionCall,
+    ResponsesFunctionOutput,
+    refuse_unknown,
+    responses_tool_choice,
+    validated,
+)
+from harness.proxy.protocol import ChatRequest, chat_request, error_body
+from harness.proxy.wire import chat_chunks, sse
 
 __all__ = ("ResponsesApi", "chat_body")
 
-#: Fields taken over as they are into the chat request (checked there).
+#: Fields taken over as they are into the chat request.
 _SHARED = (
     "model",
     "parallel_tool_calls",
@@ -57,224 +67,79 @@ _SHARED = (
     "harness_inputs",
     "harness_arm",
 )
-_KNOWN = frozenset(
-    {
-        *_SHARED,
-        "tool_choice",
-        "input",
-        "instructions",
-        "tools",
-        "max_output_tokens",
-        "stream",
-        "store",
-        "include",
-        "text",
-        "truncation",
-        "previous_response_id",
-        "conversation",
-        "background",
-    }
-)
-_MESSAGE_ROLES = ("user", "system", "developer", "assistant")
-_TEXT_PARTS = ("input_text", "output_text", "text")
 
 
-def _text(content: Any, where: str) -> str:
+def _text(content: ResponsesContent) -> str:
     """A message's or output's content as one string (text parts joined)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise BadRequest(f"{where} must be a string or a list of text parts.", param=where)
-    texts = []
-    for i, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in _TEXT_PARTS or not isinstance(part.get("text"), str):
-            raise BadRequest(
-                f"{where}[{i}] is a {kind!r} part; this proxy passes on text only "
-                f"({', '.join(_TEXT_PARTS[:2])} parts).",
-                param=f"{where}[{i}]",
-            )
-        texts.append(part["text"])
-    return "".join(texts)
+    return content if isinstance(content, str) else "".join(p.text for p in content)
 
 
-def _string(item: Mapping[str, Any], key: str, where: str) -> str:
-    value = item.get(key)
-    if not isinstance(value, str):
-        raise BadRequest(f"{where}.{key} must be a string.", param=f"{where}.{key}")
-    return value
-
-
-def _messages(body: Mapping[str, Any]) -> list[Message]:
+def _messages(body: ResponsesBody) -> list[Message]:
     messages: list[Message] = []
-    instructions = body.get("instructions")
-    if instructions is not None:
-        if not isinstance(instructions, str):
-            raise BadRequest("'instructions' must be a string.", param="instructions")
-        if instructions:
-            messages.append({"role": "system", "content": instructions})
-    items = body.get("input")
-    if isinstance(items, str):
-        messages.append({"role": "user", "content": items})
+    if body.instructions:
+        messages.append({"role": "system", "content": body.instructions})
+    if isinstance(body.input, str):
+        messages.append({"role": "user", "content": body.input})
         return messages
-    if not isinstance(items, list) or not items:
-        raise BadRequest("'input' must be a string or a non-empty list of items.", param="input")
-    for i, item in enumerate(items):
-        where = f"input[{i}]"
-        if not isinstance(item, dict):
-            raise BadRequest(f"{where} must be an object.", param=where)
-        kind = item.get("type", "message" if "role" in item else None)
-        if kind == "message":
-            role = item.get("role")
-            if role not in _MESSAGE_ROLES:
-                raise BadRequest(
-                    f"{where}.role must be one of {list(_MESSAGE_ROLES)}, got {role!r}.",
-                    param=f"{where}.role",
-                )
-            messages.append({"role": role, "content": _text(item.get("content"), where)})
-        elif kind == "function_call":
+    for item in body.input:
+        if isinstance(item, ResponsesFunctionCall):
             call = {
-                "id": _string(item, "call_id", where),
+                "id": item.call_id,
                 "type": "function",
-                "function": {
-                    "name": _string(item, "name", where),
-                    "arguments": _string(item, "arguments", where),
-                },
+                "function": {"name": item.name, "arguments": item.arguments},
             }
             last = messages[-1] if messages else None
             if last is not None and last["role"] == "assistant":
                 last.setdefault("tool_calls", []).append(call)
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
+        elif isinstance(item, ResponsesFunctionOutput):
             messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": _string(item, "call_id", where),
-                    "content": _text(item.get("output"), f"{where}.output"),
-                }
+                {"role": "tool", "tool_call_id": item.call_id, "content": _text(item.output)}
             )
         else:
-            raise BadRequest(
-                f"{where} is a {kind!r} item; this proxy takes messages, function_call and "
-                "function_call_output items (it stores nothing to refer to).",
-                param=where,
-            )
+            messages.append({"role": item.role, "content": _text(item.content)})
     return messages
 
 
-def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be a list of function tools.", param="tools")
+def _tools(body: ResponsesBody) -> list[dict[str, Any]]:
     out = []
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            raise BadRequest(
-                f"tools[{i}] is a {kind!r} tool; this proxy serves function tools only "
-                "({'type': 'function', 'name': ..., 'parameters': ...}).",
-                param=f"tools[{i}]",
-            )
-        if not isinstance(tool.get("name"), str):
-            raise BadRequest(f"tools[{i}] needs a string 'name'.", param=f"tools[{i}].name")
+    for tool in body.tools or ():
         function = {
-            k: tool[k]
+            k: getattr(tool, k)
             for k in ("name", "description", "parameters", "strict")
-            if tool.get(k) is not None
+            if getattr(tool, k) is not None
         }
         out.append({"type": "function", "function": function})
     return out
 
 
-def _unsupported(body: Mapping[str, Any]) -> None:
-    unknown = sorted(set(body) - _KNOWN)
-    if unknown:
-        raise BadRequest(
-            f"Unsupported field(s) {unknown}: this proxy does not pass them on and will not "
-            "ignore them silently; remove them.",
-            param=unknown[0],
-        )
-    for key in ("previous_response_id", "conversation"):
-        if body.get(key) is not None:
-            raise BadRequest(
-                f"'{key}' is not supported: this proxy stores no responses or conversations; "
-                "send the whole conversation in 'input' (and store: false).",
-                param=key,
-            )
-    if body.get("store"):
-        raise BadRequest(
-            "'store': true is not supported: this proxy stores no responses; send store: false "
-            "or omit it.",
-            param="store",
-        )
-    if body.get("background"):
-        raise BadRequest("'background': true is not supported; omit it.", param="background")
-    if body.get("include"):
-        raise BadRequest("'include' is not supported; omit it.", param="include")
-    text = body.get("text")
-    if text is not None and text not in ({}, {"format": {"type": "text"}}):
-        raise BadRequest(
-            "'text' may only ask for the plain text format ({'format': {'type': 'text'}}); "
-            "structured output is not supported by this proxy.",
-            param="text",
-        )
-    if body.get("truncation") not in (None, "disabled"):
-        raise BadRequest("'truncation' may only be 'disabled'.", param="truncation")
-
-
-def _function(tool: Any) -> Any:
-    """A Responses function reference ``{"type": "function", "name"}`` in Chat Completions'
-    spelling (anything else as it is)."""
-    if isinstance(tool, dict) and tool.get("type") == "function" and "function" not in tool:
-        return {"type": "function", "function": {"name": tool.get("name")}}
-    return tool
-
-
-def _tool_choice(choice: Any) -> Any:
-    """The Responses ``tool_choice`` in Chat Completions' spelling: the strings as they are,
-    ``{"type": "function", "name"}`` as a named function, ``allowed_tools`` with its tools
-    named the chat way; any other object as sent (checked in the chat request)."""
-    if not isinstance(choice, dict):
-        return choice
-    if choice.get("type") == "function":
-        return _function(choice)
-    if choice.get("type") == "allowed_tools":
-        rest = {k: v for k, v in choice.items() if k != "type"}
-        if isinstance(rest.get("tools"), list):
-            rest["tools"] = [_function(t) for t in rest["tools"]]
-        return {"type": "allowed_tools", "allowed_tools": rest}
-    return choice
+def _translate(body: Any) -> tuple[dict[str, Any], ToolChoice | None, ResponsesBody]:
+    """A Responses request body checked (:class:`~harness.proxy.models.ResponsesBody`) and
+    translated: the equivalent chat-completions body and the ``tool_choice``."""
+    checked = validated(ResponsesBody, body)
+    refuse_unknown(checked)
+    chat: dict[str, Any] = {k: body[k] for k in _SHARED if k in body}
+    chat["messages"] = _messages(checked)
+    tools = _tools(checked)
+    if tools:
+        chat["tools"] = tools
+    choice = None
+    if checked.tool_choice is not None:
+        choice = responses_tool_choice(checked.tool_choice)
+        chat["tool_choice"] = body["tool_choice"]
+    if checked.max_output_tokens is not None:
+        chat["max_tokens"] = checked.max_output_tokens
+    if checked.stream is not None:
+        chat["stream"] = checked.stream
+        if checked.stream:
+            chat["stream_options"] = {"include_usage": True}
+    return chat, choice, checked
 
 
 def chat_body(body: Any) -> dict[str, Any]:
     """A Responses request body as the equivalent chat-completions body."""
-    if not isinstance(body, dict):
-        raise BadRequest("The request body must be a JSON object.")
-    _unsupported(body)
-    chat: dict[str, Any] = {k: body[k] for k in _SHARED if k in body}
-    chat["messages"] = _messages(body)
-    tools = _tools(body)
-    if tools:
-        chat["tools"] = tools
-    if body.get("tool_choice") is not None:
-        chat["tool_choice"] = _tool_choice(body["tool_choice"])
-    if body.get("max_output_tokens") is not None:
-        chat["max_tokens"] = body["max_output_tokens"]
-    if body.get("stream") is not None:
-        chat["stream"] = body["stream"]
-        if body["stream"] is True:
-            chat["stream_options"] = {"include_usage": True}
-    return chat
-
-
-def _param(param: str | None) -> str | None:
-    """A chat parameter's name in this API's terms."""
-    if param == "max_tokens":
-        return "max_output_tokens"
-    if param is not None and param.startswith("messages"):
-        return "input"
-    return param
+    return _translate(body)[0]
 
 
 class ResponsesApi:
@@ -283,24 +148,21 @@ class ResponsesApi:
     name = "responses"
 
     def parse(self, body: Any, *, max_messages: int) -> ChatRequest:
-        parsed = parse_as_chat(
-            chat_body(body),
-            max_messages=max_messages,
-            field=("'max_tokens'", "'max_output_tokens'"),
-            param=_param,
-        )
+        chat, choice, checked = _translate(body)
         echo = {
-            "instructions": body.get("instructions"),
+            "instructions": checked.instructions,
             "tools": body.get("tools") or [],
             "tool_choice": body.get("tool_choice") or "auto",
             "parallel_tool_calls": body.get("parallel_tool_calls", True),
-            "temperature": body.get("temperature"),
-            "top_p": body.get("top_p"),
-            "max_output_tokens": body.get("max_output_tokens"),
-            "metadata": body.get("metadata") or {},
-            "user": body.get("user"),
+            "temperature": checked.temperature,
+            "top_p": checked.top_p,
+            "max_output_tokens": checked.max_output_tokens,
+            "metadata": checked.metadata or {},
+            "user": checked.user,
         }
-        return replace(parsed, extra=echo)
+        return chat_request(
+            chat, tool_choice=choice, max_messages=max_messages, messages_param="input", extra=echo
+        )
 
     def error(self, message: str, *, status: int, kind: str, param: str | None) -> dict[str, Any]:
         return error_body(message, kind=kind, param=param)

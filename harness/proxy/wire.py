@@ -23,10 +23,10 @@ from harness.errors import EngineError, HarnessError
 from harness.proxy.conversation import Meter
 from harness.proxy.limits import Limits, check_arguments, decode_json
 from harness.proxy.overhead import Kind, Overheads
-from harness.proxy.protocol import BadRequest, ChatRequest, parse_request
+from harness.proxy.protocol import BadRequest, ChatRequest
 
 try:
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -40,7 +40,6 @@ __all__ = (
     "chat_chunks",
     "check_calls",
     "error_status",
-    "parse_as_chat",
     "sse",
     "wire_endpoint",
 )
@@ -72,24 +71,6 @@ class _Service(Protocol):
     def overheads(self) -> Overheads: ...
     def hide(self, text: str) -> str: ...
     async def complete(self, request: ChatRequest, headers: Mapping[str, str]) -> _Served: ...
-
-
-def parse_as_chat(
-    chat: Mapping[str, Any],
-    *,
-    max_messages: int,
-    field: tuple[str, str],
-    param: Callable[[str | None], str | None],
-) -> ChatRequest:
-    """``chat`` (an API's body translated to a chat-completions body) checked as the chat
-    route checks its own; a mistake is said in the API's own terms: ``field`` (the chat
-    field's quoted name and the API's) renamed in the message, ``param`` mapping the
-    parameter's name."""
-    try:
-        return parse_request(chat, max_messages=max_messages)
-    except BadRequest as bad:
-        message = bad.message.replace(*field)
-        raise BadRequest(message, param=param(bad.param), status=bad.status) from None
 
 
 class WireApi(Protocol):
@@ -161,9 +142,8 @@ def error_status(exc: Exception, upstream: str) -> tuple[int, str, str]:
     budget, the stuck guard) a 500 saying what; anything else is a bug in the proxy: a 500
     that names only the exception's type (its text may hold the server's paths), logged
     with its traceback."""
-    if isinstance(exc, BadRequest):  # 502: what the upstream gave cannot be said in this API
-        kind = "upstream_error" if exc.status >= 500 else "invalid_request_error"
-        return exc.status, kind, exc.message
+    if isinstance(exc, BadRequest):
+        return exc.status, "invalid_request_error", exc.message
     if isinstance(exc, EngineError):
         return 502, "upstream_error", f"The upstream ({upstream}) failed: {exc}"
     if isinstance(exc, HarnessError):
@@ -206,15 +186,22 @@ def wire_endpoint(service: _Service, api: WireApi) -> Callable[[Request], Awaita
                 f"{cfg.max_body_bytes:,} bytes.",
                 kind="request_too_large",
             )
-        raw = b""
-        async for piece in request.stream():
-            raw += piece
-            if len(raw) > cfg.max_body_bytes:
-                return error(
-                    413,
-                    f"Request body is over this server's limit of {cfg.max_body_bytes:,} bytes.",
-                    kind="request_too_large",
-                )
+        pieces: list[bytes] = []
+        size = 0
+        try:
+            async for piece in request.stream():
+                pieces.append(piece)
+                size += len(piece)
+                if size > cfg.max_body_bytes:
+                    return error(
+                        413,
+                        f"Request body is over this server's limit of {cfg.max_body_bytes:,} "
+                        "bytes.",
+                        kind="request_too_large",
+                    )
+        except ClientDisconnect:
+            return error(400, "The client closed the connection before the request body ended.")
+        raw = b"".join(pieces)
         try:
             decoded = decode_json(raw, what="The request body", limits=cfg.limits)
             parsed = api.parse(decoded, max_messages=cfg.max_messages)
