@@ -54,10 +54,10 @@ from typing import Any
 import anyio
 
 from benchmarks._faults import POINTS, Faults, FaultyEngine
-from harness.bench.jobs import JobSpec
 from harness.bench.workload import WorkloadTask, generate_tasks
 from harness.journal import Journal
 from harness.loop import FlattenSettings, LoopConfig, run_loop
+from harness.runs.jobs import JobSpec
 from harness.toolsets.workspace import WorkspaceState, load_workspace_manifest, make_toolset
 from harness.toolsets.workspace.durable import DurableStore, durable_toolset, write_id
 

@@ -44,9 +44,10 @@ import anyio
 
 from benchmarks.draft_bench import in_cells, named_workload
 from benchmarks.spec_bench import survey_task
-from harness.bench.jobs import JobSpec, run_job
+from harness.bench.jobs import run_job
 from harness.bench.workload import WorkloadTask
 from harness.engines.vllm import VLLMEngine
+from harness.runs.jobs import JobSpec
 from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = (

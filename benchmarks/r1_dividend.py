@@ -44,9 +44,10 @@ import anyio
 
 from harness import costmodel
 from harness.bench.analysis import estimate_regime, measure_windows
-from harness.bench.jobs import JobSpec, run_job
+from harness.bench.jobs import run_job
 from harness.bench.workload import WorkloadTask, generate_tasks
 from harness.engines.base import Engine
+from harness.runs.jobs import JobSpec
 from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = ("ARMS", "TASKS", "decompose", "main", "run_r1", "summarise")

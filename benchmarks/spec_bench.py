@@ -40,11 +40,12 @@ import anyio
 
 from harness._jsonl import open_append, read_jsonl
 from harness.bench.analysis import span
-from harness.bench.jobs import JobSpec, run_job
+from harness.bench.jobs import run_job
 from harness.bench.report_facts import format_cell
 from harness.bench.workload import WorkloadTask, build_task, generate_tasks
 from harness.engines.base import Engine
 from harness.loop.arm_label import ARM_LABEL_NAMES
+from harness.runs.jobs import JobSpec
 from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = ("main", "measure", "run_cell", "summarise", "survey_task")

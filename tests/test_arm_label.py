@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from harness.bench.analysis import arm_key, job_label
-from harness.bench.jobs import JobSpec
 from harness.bench.report_facts import facts
 from harness.costmodel import Regime
 from harness.errors import ConfigError
 from harness.loop.arm_label import ARM_LABEL_NAMES, ARM_LABELS, ArmLabel
 from harness.loop.ledger import RunRecord
+from harness.runs.jobs import JobSpec
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
@@ -142,7 +142,7 @@ def test_every_committed_result_has_a_label_that_round_trips() -> None:
 
 def test_a_bench_plan_and_a_batch_of_your_tasks_refuse_an_unknown_label(tmp_path: Path) -> None:
     from harness.bench.runner import BenchPlan
-    from harness.bench.user_batch import UserBatchPlan
+    from harness.runs.batch import UserBatchPlan
 
     with pytest.raises(ConfigError, match=r"'F\+speculate'.*F\+spec, P, P\+V"):
         BenchPlan(out=tmp_path, arms=("S", "F+speculate"))

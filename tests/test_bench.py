@@ -23,8 +23,9 @@ from harness.bench.analysis import (
     verdict_r3,
     verdict_r4,
 )
-from harness.bench.runner import BenchPlan, load_results, plan_jobs, run_bench
+from harness.bench.runner import BenchPlan, plan_jobs, run_bench
 from harness.costmodel import Regime
+from harness.runs.resume import load_results
 from harness.testing import ScriptedEngine
 
 NOMINAL = Regime()

@@ -12,10 +12,11 @@ import pytest
 from benchmarks.draft_bench import _signature
 from benchmarks.draft_ties import recording, score_partings
 from benchmarks.spec_bench import survey_task
-from harness.bench.jobs import JobSpec, run_job
+from harness.bench.jobs import run_job
 from harness.bench.runner import select_tasks
 from harness.bench.workload import WorkloadTask, workload_tasks
 from harness.engines.vllm import VLLMEngine
+from harness.runs.jobs import JobSpec
 from harness.toolsets.workspace import load_workspace_manifest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.timeout(900)]

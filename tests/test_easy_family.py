@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from harness._commands.cli import main
-from harness.bench.jobs import JobSpec, run_job
+from harness.bench.jobs import run_job
 from harness.bench.report_family import family_accuracy, validator_by_family
-from harness.bench.runner import BenchPlan, check_plan, plan_jobs, select_tasks
+from harness.bench.runner import BenchPlan, plan_jobs, select_tasks
 from harness.bench.workload import (
     FAMILIES,
     generate_family,
@@ -27,6 +27,8 @@ from harness.errors import ConfigError
 from harness.loop import LoopConfig, run_loop
 from harness.loop.levers import open_slot_count, open_slot_specs
 from harness.messages import ToolCall
+from harness.runs.jobs import JobSpec
+from harness.runs.resume import check_plan
 from harness.testing import ScriptedEngine
 from harness.toolsets.workspace import load_workspace_manifest
 

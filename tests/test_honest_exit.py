@@ -17,8 +17,9 @@ import pytest
 from harness._commands._exit import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_TERMINATED
 from harness._commands.cli import main
 from harness._lockfile import lock_directory
-from harness.bench.runner import BenchPlan, load_results, plan_jobs, run_bench
+from harness.bench.runner import BenchPlan, plan_jobs, run_bench
 from harness.errors import ConfigError, EngineRequestError, UsageLimitExceeded
+from harness.runs.resume import load_results
 from harness.testing import ScriptedEngine
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import pytest
 
 from harness._commands.cli import main
 from harness.bench.analysis import verdict_r3
-from harness.bench.jobs import JobSpec, run_job
+from harness.bench.jobs import run_job
 from harness.bench.workload import WorkloadTask, generate_tasks, task_by_id
 from harness.certify import DEFAULT_MARKER
 from harness.engines.base import GenerationSettings
@@ -19,6 +19,7 @@ from harness.loop import LoopConfig, run_loop
 from harness.loop.oracle import UNKNOWN, ContextView, OraclePolicy
 from harness.loop.task import GoldCall, Task
 from harness.loop.transcript import Transcript
+from harness.runs.jobs import JobSpec
 from harness.testing import ScriptedEngine
 from harness.tools.execute import execute_call
 from harness.toolsets.workspace import load_workspace_manifest

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from harness.bench.jobs import JobSpec, run_job
+from harness.bench.jobs import run_job
 from harness.bench.workload import generate_tasks, task_by_id
+from harness.runs.jobs import JobSpec
 from harness.toolsets.workspace import load_workspace_manifest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.timeout(600)]

@@ -20,8 +20,9 @@ import pytest
 ray = pytest.importorskip("ray", reason="the ray extra: pip install 'agent-harness[ray]'")
 
 from harness._jsonl import read_jsonl  # noqa: E402
-from harness.bench.ray_pool import RayPool, connect, job_directory, read_attempts  # noqa: E402
-from harness.bench.runner import BenchJobRunner, BenchPlan, load_results, run_bench  # noqa: E402
+from harness.bench.runner import BenchJobRunner, BenchPlan, run_bench  # noqa: E402
+from harness.runs.ray_pool import RayPool, connect, job_directory, read_attempts  # noqa: E402
+from harness.runs.resume import load_results  # noqa: E402
 from harness.testing import ScriptedEngine  # noqa: E402
 from harness.toolsets.workspace.durable import DurableStore  # noqa: E402
 

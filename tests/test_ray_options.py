@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness._commands.cli import main
-from harness.bench.ray_pool import job_directory, require_ray
 from harness.errors import ConfigError
+from harness.runs.ray_pool import job_directory, require_ray
 
 
 def test_without_ray_installed_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

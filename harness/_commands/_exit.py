@@ -5,7 +5,7 @@
        measurement, not an error)
   1    a job errored (an engine failure, a budget, a divergence) or the command failed on
        something other than its input; the error kinds are printed with their counts
-       (:func:`harness.bench.jobs.errored_summary`). ``harness bench`` exits 1 only for
+       (:func:`harness.runs.jobs.errored_summary`). ``harness bench`` exits 1 only for
        harness failures: a model-policy job that ran out of a budget is the model's result
        (:mod:`harness.bench.outcomes`)
   2    usage: a bad option, file or directory (``ConfigError``); nothing or little ran

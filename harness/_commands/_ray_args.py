@@ -79,9 +79,9 @@ async def open_ray_pool(
     args: argparse.Namespace, runner: Any, out: Path, concurrency: int
 ) -> AsyncIterator[Any]:
     """Connect to (or start) the cluster, start the workers with ``args``' engine options,
-    yield the :class:`~harness.bench.ray_pool.RayPool`; stop them (and a cluster this
+    yield the :class:`~harness.runs.ray_pool.RayPool`; stop them (and a cluster this
     started) on exit."""
-    from harness.bench.ray_pool import RayPool, connect, require_ray
+    from harness.runs.ray_pool import RayPool, connect, require_ray
 
     ray = require_ray()
     started = connect(args.ray)

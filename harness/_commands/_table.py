@@ -14,7 +14,7 @@ __all__ = ("UNSCORED_NOTE", "exit_status", "flatten_note", "render_table")
 def exit_status(jobs: list[dict[str, Any]], name: str = "label") -> int:
     """0 when no job errored; else 1, after saying on stderr which kinds of error, how many,
     and each errored job (named by its ``name`` field)."""
-    from harness.bench.jobs import errored_summary
+    from harness.runs.jobs import errored_summary
 
     errored = errored_summary(jobs)
     if errored is None:

@@ -173,7 +173,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.bench.bfcl import CATEGORIES
     from harness.bench.report import write_report
-    from harness.bench.runner import ARM_LABELS, BenchPlan, load_results, run_bench, versions
+    from harness.bench.runner import ARM_LABELS, BenchPlan, run_bench, versions
+    from harness.runs.resume import load_results
 
     if args.report_only is not None:
         path = args.report_only / "results.jsonl"
@@ -281,8 +282,8 @@ def _command_line() -> str:
 def _exit_status(jobs: Sequence[Mapping[str, Any]], out: Path) -> int:
     """0 when no job is a harness failure (a model that could not solve its task is a
     result); else 1, after saying which kinds of error and how many."""
-    from harness.bench.jobs import errored_summary
     from harness.bench.outcomes import error_kind, outcome, outcome_line
+    from harness.runs.jobs import errored_summary
 
     print(outcome_line(jobs))
     failed = [j for j in jobs if outcome(j) == "harness_failed"]

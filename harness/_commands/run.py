@@ -166,7 +166,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _spec(label: str, args: argparse.Namespace) -> Any:
-    from harness.bench.jobs import JobSpec
+    from harness.runs.jobs import JobSpec
 
     if args.latency < 0 or args.sigma < 0:
         raise ConfigError("--latency and --sigma must be zero or more seconds.")
@@ -229,8 +229,9 @@ _PATHS = ("manifest", "tasks", "out")
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.bench.jobs import dumps, run_job
+    from harness.bench.jobs import run_job
     from harness.bench.workload import task_by_id, workload_tasks
+    from harness.runs.jobs import dumps
     from harness.toolsets.workspace import load_workspace_manifest
 
     check_ray_arguments(args, batch_option="tasks")

@@ -15,7 +15,7 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -29,6 +29,10 @@ from harness.errors import ConfigError
 from harness.journal import OnDamage
 from harness.loop.task import Task
 from harness.skills.manifest import Manifest, load_manifest
+
+if TYPE_CHECKING:
+    from harness.runs.batch import BatchSummary, UserBatchPlan
+    from harness.tools.ref import ToolsetFactory
 
 __all__ = ("USER_ARMS", "add_user_task_arguments", "is_user_task", "run_user_task")
 
@@ -200,7 +204,7 @@ def _check_inputs(manifest: Manifest | None, tasks: Sequence[Task]) -> None:
 def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> int:
     """``harness run`` with your own task or tasks (module docstring). ``resume``: the
     directory of a journaled run whose options were restored on ``args``."""
-    from harness.bench.user_batch import UserBatchPlan, check_gold_policy, run_user_job
+    from harness.runs.batch import UserBatchPlan, check_gold_policy, run_user_job
     from harness.runs.task_file import load_task_file, parse_inputs
     from harness.tools.ref import load_toolset
 
@@ -308,16 +312,16 @@ def _with_skill(task: Task, skill: str | None, manifest: Manifest | None) -> Tas
 
 def _run_batch(
     args: argparse.Namespace,
-    plan: Any,
+    plan: UserBatchPlan,
     tasks: list[Task],
-    factory: Any,
-    manifest: Any,
+    factory: ToolsetFactory,
+    manifest: Manifest | None,
     journals: Path | None,
-    damaged: Any,
+    damaged: OnDamage,
 ) -> int:
-    from harness.bench.user_batch import UserJobRunner, run_user_batch
+    from harness.runs.batch import UserJobRunner, run_user_batch
 
-    async def go() -> dict[str, Any]:
+    async def go() -> BatchSummary:
         if getattr(args, "ray", None) is not None:
             runner = UserJobRunner(plan, tasks)
             async with open_ray_pool(args, runner, plan.out, plan.concurrency) as pool:
@@ -343,9 +347,9 @@ def _run_batch(
     )
     return _report(
         args,
-        summary["selected"],
-        f"{len(tasks)} task(s) from {args.tasks}, results in {summary['results']} "
-        f"({summary['ran']} run now, {summary['skipped']} kept from before)",
+        summary.selected,
+        f"{len(tasks)} task(s) from {args.tasks}, results in {summary.results} "
+        f"({summary.ran} run now, {summary.skipped} kept from before)",
     )
 
 

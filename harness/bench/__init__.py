@@ -1,9 +1,11 @@
-"""What ``harness run`` and ``harness bench`` run: jobs, the workload, batches, reports.
+"""What ``harness bench`` (and ``harness run`` on the workload) runs: the workload, its jobs,
+the bench runner, reports. A user's own tasks run through :mod:`harness.runs`, which this
+package builds on (jobs, resume, the Ray pool) and which never imports it.
 
 One module per concept:
 
-- :mod:`~harness.bench.jobs` — one *job*: one task run once under one arm, policy and detector,
-  scored against its gold label (``harness run`` and ``harness bench``);
+- :mod:`~harness.bench.jobs` — one workload *job*: one task run once under one arm, policy and
+  detector (a :class:`~harness.runs.jobs.JobSpec`), scored against its gold label;
 - :mod:`~harness.bench.outcomes` — what a job's result means (solved, the model failed, the
   harness failed);
 - :mod:`~harness.bench.workload` — the 48-task workspace workload and its families
@@ -12,9 +14,6 @@ One module per concept:
   (``python -m harness.bench.bfcl``);
 - :mod:`~harness.bench.runner` — ``harness bench``: the plan of jobs, resumable, in process or
   on Ray;
-- :mod:`~harness.bench.user_batch` — your own tasks as jobs and batches (``harness run
-  --tasks``/``--prompt``);
-- :mod:`~harness.bench.ray_pool` — the jobs on a Ray cluster (``--ray``);
 - :mod:`~harness.bench.segments` — the invocations of a resumable run;
 - :mod:`~harness.bench.analysis`, :mod:`~harness.bench.report`,
   :mod:`~harness.bench.report_facts`, :mod:`~harness.bench.report_family` — from job records to

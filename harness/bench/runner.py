@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
@@ -46,7 +46,7 @@ from harness.bench.bfcl import (
     parse_categories,
     select_entries,
 )
-from harness.bench.jobs import JobSpec, dumps, error_kinds, job_id, run_job
+from harness.bench.jobs import run_job
 from harness.bench.outcomes import outcome, outcome_line
 from harness.bench.segments import record_segment
 from harness.bench.workload import WorkloadTask, generate_tasks, workload_tasks
@@ -57,17 +57,15 @@ from harness.loop.arm_label import ARM_LABEL_NAMES, ArmLabel
 from harness.loop.ledger import CallRecord, Ledger, record_to_dict
 from harness.loop.levers import LEVERS
 from harness.messages import ToolCall
+from harness.runs.jobs import JobSpec, dumps, error_kinds, job_id
+from harness.runs.resume import JobExecutor, check_plan, load_results, rerun_on_resume
 from harness.skills.manifest import Manifest
 from harness.toolsets.workspace import load_workspace_manifest
 
 __all__ = (
     "BenchJobRunner",
     "BenchPlan",
-    "JobExecutor",
-    "check_plan",
-    "load_results",
     "plan_jobs",
-    "rerun_on_resume",
     "run_bench",
     "select_tasks",
 )
@@ -78,9 +76,6 @@ _NOT_IN_FINGERPRINT = frozenset({"out", "declared_gap_pp", "command", "notes"})
 #: a field is left out of the settings, so a plan recorded before it existed keeps its
 #: fingerprint (and its run can still be resumed); set, it is in the plan like any other.
 _LATER_FIELDS: dict[str, object] = dict.fromkeys(LEVERS, False)
-#: Job errors from the engine (an outage, a dead worker): a resume runs those jobs again.
-_ENGINE_ERRORS = frozenset({"EngineError", "EngineDeadError", "EngineRequestError"})
-
 #: Every arm label's text (:data:`harness.loop.arm_label.ARM_LABEL_NAMES`): the plan's default arms.
 ARM_LABELS: tuple[str, ...] = ARM_LABEL_NAMES
 #: Policies whose calls are forced (the scripted engine can replay them).
@@ -289,7 +284,7 @@ async def run_planned(
 
 class BenchJobRunner:
     """One job of ``plan`` by id, on a worker's engine, journaled in the job's directory: what
-    a Ray worker runs (:class:`harness.bench.ray_pool.JobRunner`). It travels as the plan
+    a Ray worker runs (:class:`harness.runs.ray_pool.JobRunner`). It travels as the plan
     and expands it to jobs on the worker, once."""
 
     def __init__(self, plan: BenchPlan) -> None:
@@ -305,24 +300,6 @@ class BenchJobRunner:
             self._jobs = {p.id: p for p in plan_jobs(self.plan)}
             self._manifest = load_workspace_manifest()
         return await run_planned(engine, self._jobs[job_id], self._manifest, directory)
-
-
-class JobExecutor(Protocol):
-    """Runs jobs somewhere else (a Ray cluster: :class:`harness.bench.ray_pool.RayPool`)
-    and hands each job's dict back to the driver, which writes it."""
-
-    @property
-    def capacity(self) -> int:
-        """Jobs it runs at once."""
-        ...
-
-    async def run(self, job_id: str, *, fresh: bool = False) -> dict[str, Any]:
-        """Run one job (``fresh``: from scratch, not from its journal) and return its dict."""
-        ...
-
-    def describe(self) -> dict[str, Any]:
-        """Where the jobs ran, for the report's metadata."""
-        ...
 
 
 async def run_bfcl_job(engine: Engine, entry: BFCLEntry, spec: JobSpec) -> dict[str, Any]:
@@ -395,67 +372,8 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def load_results(path: Path) -> list[dict[str, Any]]:
-    """Jobs in ``results.jsonl``, one per job id (the last run of a job wins; lines torn by a
-    crash are ignored)."""
-    if not path.exists():
-        return []
-    latest: dict[str, dict[str, Any]] = {}
-    for record in Ledger.read_jsonl(path):
-        if "job_id" in record:
-            latest.pop(record["job_id"], None)  # keep file order: a re-run moves to the end
-            latest[record["job_id"]] = record
-    return list(latest.values())
-
-
 def _check_plan(plan: BenchPlan, has_results: bool) -> None:
     check_plan(plan.out, plan.settings(), plan.fingerprint(), has_results)
-
-
-def check_plan(out: Path, settings: dict[str, Any], fingerprint: str, has_results: bool) -> None:
-    """Refuse to mix results of two plans in ``out``; record the plan (``out/plan.json``:
-    its ``settings`` and their ``fingerprint``) otherwise. Shared by every resumable batch
-    (``harness bench``, ``harness run --tasks``)."""
-    path = out / "plan.json"
-    mine: dict[str, Any] = {"fingerprint": fingerprint, "settings": settings}
-    if path.exists():
-        try:
-            theirs = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            theirs = {}
-        if theirs.get("fingerprint") == mine["fingerprint"]:
-            return
-        old = theirs.get("settings", {})
-        names = [*settings, *(k for k in old if k not in settings)]  # a lever set only there too
-        changed = [
-            f"{k} {old.get(k)!r} -> {settings.get(k)!r}"
-            for k in names
-            if old.get(k) != settings.get(k)
-        ]
-        raise ConfigError(
-            f"{out} holds results of another plan (changed: {'; '.join(changed) or 'unknown'})"
-            "; results of two plans must not mix in one report. Use another --out, or delete "
-            f"{out} to start over."
-        )
-    if has_results:
-        raise ConfigError(
-            f"{out} holds results but no plan.json (written by an older version), so they "
-            "cannot be checked against this plan. Use another --out, or delete it to start over."
-        )
-    path.write_text(json.dumps(mine, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def rerun_on_resume(job: dict[str, Any], retry_failed: bool) -> bool:
-    """An errored job runs again: always when the engine failed, else with ``retry_failed``."""
-    return _rerun_on_resume(job, retry_failed)
-
-
-def _rerun_on_resume(job: dict[str, Any], retry_failed: bool) -> bool:
-    """An errored job runs again: always when the engine failed, else with ``retry_failed``."""
-    if not job.get("error"):
-        return False
-    kind = str(job["error"]).split(":", 1)[0]
-    return retry_failed or kind in _ENGINE_ERRORS
 
 
 async def run_bench(
@@ -502,7 +420,7 @@ async def _run_locked(
     _check_plan(plan, has_results=bool(jobs))
     if scripted:
         planned = [p for p in planned if p.spec.policy in _FORCED and p.bfcl is None]
-    rerun = {j["job_id"] for j in jobs if _rerun_on_resume(j, retry_failed)}
+    rerun = {j["job_id"] for j in jobs if rerun_on_resume(j, retry_failed)}
     done = {j["job_id"] for j in jobs} - rerun
     kept = [j for j in jobs if j["job_id"] in done and j.get("error")]
     todo = [p for p in planned if p.id not in done]

@@ -15,7 +15,7 @@ plan (the task file's and manifest's contents, the toolset reference, arms and s
 results of two plans never mix, finished jobs are skipped when the same command runs again,
 engine failures always run again and other errors with ``retry_failed``. With an
 ``executor`` (``harness run --tasks FILE --ray ...``: :class:`UserJobRunner` on
-:class:`~harness.bench.ray_pool.RayPool` workers) each job runs journaled in its own
+:class:`~harness.runs.ray_pool.RayPool` workers) each job runs journaled in its own
 directory, so a job whose worker died resumes on another without repeating a call.
 """
 
@@ -36,9 +36,6 @@ import anyio
 from harness._jsonl import open_append
 from harness._lockfile import lock_directory
 from harness._progress import Progress
-from harness.bench.jobs import JobSpec, dumps, error_kinds, job_id, open_job_journal
-from harness.bench.ray_pool import job_directory
-from harness.bench.runner import JobExecutor, check_plan, load_results, rerun_on_resume
 from harness.engines.base import Engine
 from harness.errors import ConfigError, HarnessError, JournalError
 from harness.journal import OnDamage, io_error
@@ -47,11 +44,21 @@ from harness.loop.arm_label import ArmLabel
 from harness.loop.ledger import Ledger, record_to_dict
 from harness.loop.levers import LEVERS
 from harness.loop.task import Task
+from harness.runs.jobs import JobSpec, dumps, error_kinds, job_id, open_job_journal
+from harness.runs.ray_pool import job_directory
+from harness.runs.resume import JobExecutor, check_plan, load_results, rerun_on_resume
 from harness.runs.task_file import failures
 from harness.skills.manifest import Manifest, load_manifest
 from harness.tools.ref import ToolsetFactory, load_toolset
 
-__all__ = ("UserBatchPlan", "UserJobRunner", "check_gold_policy", "run_user_batch", "run_user_job")
+__all__ = (
+    "BatchSummary",
+    "UserBatchPlan",
+    "UserJobRunner",
+    "check_gold_policy",
+    "run_user_batch",
+    "run_user_job",
+)
 
 
 def check_gold_policy(tasks: Sequence[Task], policy: str) -> None:
@@ -80,7 +87,7 @@ async def run_user_job(
 
     ``durable``: a directory for the run's journal (``journal/``); one that holds it already
     resumes the run (journaled turns and calls are replayed, not repeated;
-    :func:`~harness.bench.jobs.open_job_journal`)."""
+    :func:`~harness.runs.jobs.open_job_journal`)."""
     ledger = Ledger(log=True)
     config = spec.loop_config()
     error = None
@@ -206,9 +213,28 @@ class UserBatchPlan:
         ]
 
 
+@dataclass(frozen=True)
+class BatchSummary:
+    """What a batch run did, over the plan's jobs: how many (``jobs``) and how many succeeded,
+    the error classes of those that errored and how often (``errors``), how many ran now
+    (``ran``) and how many finished jobs were kept from before (``skipped``), the wall time of
+    this run, the results file, the job dicts (``selected``: the last run of each) and, with an
+    executor, where the jobs ran."""
+
+    jobs: int
+    succeeded: int
+    errors: dict[str, int]
+    ran: int
+    skipped: int
+    wall_s: float
+    results: Path
+    selected: list[dict[str, Any]]
+    executor: dict[str, Any] | None = None
+
+
 class UserJobRunner:
     """One job of a batch by id, on a worker's engine, journaled in the job's directory: what a
-    Ray worker runs (:class:`harness.bench.ray_pool.JobRunner`). It travels as the plan,
+    Ray worker runs (:class:`harness.runs.ray_pool.JobRunner`). It travels as the plan,
     the tasks (data) and the folder the command ran in; the worker loads the toolset and the
     manifest from their references there, once (so they must be reachable from every node)."""
 
@@ -254,11 +280,10 @@ async def run_user_batch(
     executor: JobExecutor | None = None,
     journals: Path | None = None,
     damaged: OnDamage = "refuse",
-) -> dict[str, Any]:
-    """Run (or resume) the batch; return ``{"jobs", "succeeded", "errors", "ran", "skipped",
-    "wall_s", "results", "selected"}`` over the plan's jobs (``selected``: their job dicts, the
-    last run of each; ``results``: the results file; module docstring). With ``executor``
-    the jobs run there (``engine`` is not used) and this process still writes every result.
+) -> BatchSummary:
+    """Run (or resume) the batch; return its :class:`BatchSummary` over the plan's jobs
+    (module docstring). With ``executor`` the jobs run there (``engine`` is not used) and this
+    process still writes every result.
 
     ``journals``: journal every job in its own folder there (``harness run --tasks FILE
     --journal DIR``), so a job killed with the batch, or one run again after an error, resumes
@@ -296,7 +321,7 @@ async def _run_locked(
     executor: JobExecutor | None,
     journals: Path | None = None,
     damaged: OnDamage = "refuse",
-) -> dict[str, Any]:
+) -> BatchSummary:
     results_path = plan.out / "results.jsonl"
     jobs = load_results(results_path)
     check_plan(plan.out, plan.settings(), plan.fingerprint(), has_results=bool(jobs))
@@ -348,14 +373,14 @@ async def _run_locked(
     planned_ids = {job_id(t.id, s) for t, s in planned}
     latest = {j["job_id"]: j for j in jobs}
     selected = [j for j in latest.values() if j["job_id"] in planned_ids]
-    return {
-        "jobs": len(selected),
-        "succeeded": sum(1 for j in selected if j["success"]),
-        "errors": dict(error_kinds(selected)),
-        "ran": len(todo),
-        "skipped": len(planned) - len(todo),
-        "wall_s": time.monotonic() - started,
-        "results": str(results_path),
-        "selected": selected,
-        **({"executor": executor.describe()} if executor is not None else {}),
-    }
+    return BatchSummary(
+        jobs=len(selected),
+        succeeded=sum(1 for j in selected if j["success"]),
+        errors=dict(error_kinds(selected)),
+        ran=len(todo),
+        skipped=len(planned) - len(todo),
+        wall_s=time.monotonic() - started,
+        results=results_path,
+        selected=selected,
+        executor=executor.describe() if executor is not None else None,
+    )
