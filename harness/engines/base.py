@@ -36,6 +36,7 @@ __all__ = (
     "Arguments",
     "ClosingContext",
     "Completion",
+    "DraftingEngine",
     "Engine",
     "GenerationSettings",
     "HealthCheckingEngine",
@@ -48,6 +49,7 @@ __all__ = (
     "ToolChoice",
     "ToolSpec",
     "Usage",
+    "drafts_calls",
     "guarded_generate",
     "token_digest",
 )
@@ -220,6 +222,23 @@ class HealthCheckingEngine(Protocol):
     engine core. ``harness serve``'s ``/health`` reports it."""
 
     async def check_health(self) -> None: ...
+
+
+@runtime_checkable
+class DraftingEngine(Protocol):
+    """An :class:`Engine` with drafted decoding (an optional capability, as
+    :class:`StreamingEngine` is): ``drafts_calls`` says whether it drafts the calls a turn may
+    emit (``GenerationSettings.draft_calls``) right now; the in-process vLLM engine does with
+    ``speculate="window"``. Read it with :func:`drafts_calls`."""
+
+    @property
+    def drafts_calls(self) -> bool: ...
+
+
+def drafts_calls(engine: object) -> bool:
+    """Whether ``engine`` drafts the calls a turn may emit: a :class:`DraftingEngine` whose
+    ``drafts_calls`` is true (any other engine decodes without drafts)."""
+    return isinstance(engine, DraftingEngine) and bool(engine.drafts_calls)
 
 
 class ClosingContext:

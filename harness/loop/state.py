@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from harness.certify.speculation import SpecStats, draft_calls
 from harness.certify.window import Window
-from harness.engines.base import Engine, GenerationSettings, guarded_generate
+from harness.engines.base import Engine, GenerationSettings, drafts_calls, guarded_generate
 from harness.engines.batch import sample_batch
 from harness.journal.turns import JournaledTurns
 from harness.loop.budgets import Budgets, Counters
@@ -158,11 +158,11 @@ class RunState:
 
     def drafted(self, settings: GenerationSettings) -> GenerationSettings:
         """``settings`` with the calls this turn may emit as drafts, for an engine with
-        drafted decoding (``engine.drafts_calls``): predicted from the manifest, the task
-        inputs and the visible results, never from the policy's gold calls
-        (:func:`harness.certify.speculation.draft_calls`). The tokens generated do not change; the
-        journal records the settings without them."""
-        if self.skill is None or not getattr(self.engine, "drafts_calls", False):
+        drafted decoding (:func:`~harness.engines.base.drafts_calls`): predicted from the
+        manifest, the task inputs and the visible results, never from the policy's gold calls
+        (:func:`harness.certify.speculation.draft_calls`). The tokens generated do not change;
+        the journal records the settings without them."""
+        if self.skill is None or not drafts_calls(self.engine):
             return settings
         marker = self.config.marker
         messages = self.messages

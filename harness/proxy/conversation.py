@@ -39,7 +39,7 @@ import anyio
 from harness._logging import get_logger
 from harness.certify import Certificate, Detector, Rejection, WindowTracker
 from harness.certify.provenance import TurnView
-from harness.engines.base import ClosingContext, Engine, GenerationSettings
+from harness.engines.base import ClosingContext, Engine, GenerationSettings, drafts_calls
 from harness.errors import EngineError, HarnessError, UsageLimitExceeded
 from harness.loop.config import LoopConfig
 from harness.loop.driver import LoopResult, run_loop
@@ -184,7 +184,7 @@ class MeteredEngine(ClosingContext):
 
     @property
     def drafts_calls(self) -> bool:
-        return bool(getattr(self._engine, "drafts_calls", False))
+        return drafts_calls(self._engine)
 
     async def generate(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: GenerationSettings
