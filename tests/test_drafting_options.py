@@ -19,10 +19,33 @@ def test_run_passes_the_proposer_and_its_load_switch_to_the_engine(
     task = ["run", "--task", "fan_out-00", "--arm", "S"]
     assert main([*task, "--speculate", "window", "--draft-max-batch", "4"]) == 0
     assert main([*task, "--speculate", "ngram"]) == 0
-    assert main(task) == 0
+    assert main([*task, "--speculate", "none"]) == 0
+    assert main([*task, "--draft-max-batch", "0"]) == 0
     assert opened_with[0] == {"speculate": "window", "draft_max_batch": 4}
     assert opened_with[1] == {"speculate": "ngram"}
-    assert opened_with[2] == {}
+    assert opened_with[2] == {}  # drafting off: the engine's own default (none)
+    assert opened_with[3] == {"speculate": "window", "draft_max_batch": 0}
+
+
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_drafting_is_on_by_default_with_its_load_switch(
+    command: str, opened_with: list[dict[str, Any]]
+) -> None:
+    from harness._commands._engine_args import (
+        DEFAULT_DRAFT_MAX_BATCH,
+        DEFAULT_SPECULATE,
+        embedded_engine_overrides,
+    )
+    from harness._commands.cli import build_parser
+
+    args = build_parser().parse_args([command])
+    assert embedded_engine_overrides(args) == {
+        "speculate": DEFAULT_SPECULATE,
+        "draft_max_batch": DEFAULT_DRAFT_MAX_BATCH,
+    }
+    assert (DEFAULT_SPECULATE, DEFAULT_DRAFT_MAX_BATCH) == ("window", 8)
+    assert main(["run", "--task", "fan_out-00", "--arm", "S"]) == 0
+    assert opened_with == [{"speculate": "window", "draft_max_batch": 8}]
 
 
 def test_the_load_switch_without_the_window_proposer_is_a_one_line_usage_error(
@@ -58,6 +81,16 @@ def test_serve_drafts_on_its_embedded_engine_only(opened_with: list[dict[str, An
     )
     anyio.run(open_once, embedded)
     assert opened_with == [{"speculate": "window", "draft_max_batch": 3}]
+    by_default = argparse.Namespace(
+        upstream=None, speculate=None, draft_max_batch=None, model=None, kv_cache_gib=None
+    )
+    anyio.run(open_once, by_default)
+    assert opened_with[1] == {"speculate": "window", "draft_max_batch": 8}
+    # An upstream server decodes on its own: serve's default (no --speculate) is no conflict.
+    from harness._commands.cli import build_parser
+
+    served = build_parser().parse_args(["serve", "--upstream", "http://127.0.0.1:1/v1"])
+    assert (served.speculate, served.draft_max_batch) == (None, None)
     upstream = argparse.Namespace(
         upstream=["http://127.0.0.1:1/v1"],
         speculate="none",

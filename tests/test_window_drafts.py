@@ -8,12 +8,15 @@ from typing import Any
 
 import pytest
 
+from harness.engines._format import serialize_answer, serialize_calls
 from harness.engines.window_drafts import (
     CHANNEL_ENV,
     MAX_BATCH_ENV,
     DraftChannel,
     WindowProposer,
+    reply_openings,
 )
+from harness.messages import ToolCall
 
 # vLLM hands the proposer numpy arrays (numpy comes with the cpu/gpu extras).
 np = pytest.importorskip("numpy", reason="the window proposer reads numpy arrays (cpu extra)")
@@ -62,6 +65,33 @@ def test_the_longest_match_wins_and_new_sequences_are_read(
     assert proposer.propose([[3]], lengths, table) == [[60, 61]]
     channel.close()
     assert not channel.path.exists()
+
+
+def test_reply_openings_are_what_every_reply_of_the_grammar_begins_with() -> None:
+    read, listing = reply_openings(["list_docs", "read_doc"], [None, "key"])
+    for value in ('{"key": "d1"}', '{"key": 7}'):
+        assert serialize_calls([ToolCall("c", "read_doc", value)]).startswith(read)
+    assert read.endswith('"arguments": {"key": ')  # up to the first value, never a value
+    assert listing == serialize_calls([ToolCall("c", "list_docs", "{}")])  # all forced
+    # The proposer prefers the newest of equal matches: the first tool is published last.
+    assert reply_openings(["a", "b"], ["x", "y"])[-1].startswith('{"tool_calls": [{"name": "a"')
+    (answer,) = reply_openings([], [])  # no tool offered: only the answer remains
+    for text in ("", "d1", 'say "hi"'):
+        assert serialize_answer(text).startswith(answer)
+    assert answer == '{"answer": "'
+
+
+def test_an_opening_published_after_the_prompt_tail_drafts_a_replys_first_step(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    channel = DraftChannel(tmp_path / "drafts.jsonl")
+    tail = [90, 91, 92, 93]  # the prompt's last tokens (the assistant header)
+    channel.publish([[*tail, 10, 11, 12, 13, 14]])
+    proposer = _proposer(monkeypatch, channel)
+    # A fresh reply: the request's tokens are only its prompt, ending in the tail; the
+    # header seen earlier in the context is followed by other text, which loses to it.
+    lengths, table = _batch([5, 90, 91, 92, 93, 40, 41, 42, 90, 91, 92, 93])
+    assert proposer.propose([[93]], lengths, table) == [[10, 11, 12, 13]]
 
 
 def test_a_request_that_sampled_nothing_gets_no_draft(

@@ -20,6 +20,14 @@ __all__ = (
 
 ENGINES = ("vllm", "http", "scripted")
 DTYPES = ("bfloat16", "float16", "float32")
+#: ``--speculate`` when not given: drafting is on by default on the in-process engine of
+#: ``run``, ``bench`` and ``serve`` (``benchmarks/results/draft/``: it lowered the wall at one
+#: loop and at 8; ``--speculate none`` turns it off).
+DEFAULT_SPECULATE = "window"
+#: ``--draft-max-batch`` when not given with the window proposer: it drafts nothing in a step
+#: where more than 8 requests decode (at 12 and 16 loops drafting did not lower the wall:
+#: docs/engines.md, Under load).
+DEFAULT_DRAFT_MAX_BATCH = 8
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,30 +83,34 @@ def add_drafting_arguments(group: argparse._ActionsContainer) -> None:
     group.add_argument(
         "--speculate",
         choices=("none", "ngram", "suffix", "window"),
-        default="none",
+        default=None,
         help="for the in-process vLLM engine: drafted decoding, the same tokens under greedy "
-        "decoding, verified in one pass: none (default); ngram: vLLM's prompt-lookup proposer "
-        "drafts from earlier in the prompt (the previous tool call); suffix: vLLM's "
-        "suffix-tree proposer (needs arctic-inference: make suffix); window: the harness "
-        "drafts the window's predicted calls (from the manifest and the task inputs), then "
-        "falls back to prompt lookup. See docs/engines.md, Drafted decoding",
+        "decoding up to numerical ties, verified in one pass: window (default): the harness "
+        "drafts the window's predicted calls (from the manifest and the task inputs) and the "
+        "reply's opening the grammar forces, then falls back to prompt lookup; none: no "
+        "drafting (the tokens of an undrafted engine exactly); ngram: vLLM's prompt-lookup "
+        "proposer drafts from earlier in the prompt (the previous tool call); suffix: vLLM's "
+        "suffix-tree proposer (needs arctic-inference: make suffix). See docs/engines.md, "
+        "Drafted decoding",
     )
     group.add_argument(
         "--draft-max-batch",
         type=_count,
         default=None,
         metavar="N",
-        help="with --speculate window: draft nothing in a step where more than N requests "
-        "decode (default 0: draft at any load). Set it where verifying "
-        "drafts for many loops at once costs more than it saves (measure with python -m "
+        help="with the window proposer: draft nothing in a step where more than N requests "
+        f"decode (default {DEFAULT_DRAFT_MAX_BATCH}; 0: draft at any load). Verifying "
+        "drafts for many loops at once can cost more than it saves (measure with python -m "
         "benchmarks.draft_bench --concurrency 8)",
     )
 
 
 def embedded_engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The in-process engine's settings the options name (``--dtype``, ``--kv-cache-gib``,
-    ``--speculate``, ``--draft-max-batch``; a command without one leaves its default), checked
-    now: a missing extra is a one-line ConfigError before the engine starts."""
+    ``--speculate``, ``--draft-max-batch``; a command without one leaves its default, but
+    drafting is on unless ``--speculate none``: :data:`DEFAULT_SPECULATE`,
+    :data:`DEFAULT_DRAFT_MAX_BATCH`), checked now: a missing extra is a one-line ConfigError
+    before the engine starts."""
     overrides: dict[str, Any] = {
         name: value
         for name in ("dtype", "kv_cache_gib")
@@ -108,18 +120,23 @@ def embedded_engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _drafting_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    speculate = getattr(args, "speculate", None) or "none"
+    speculate = getattr(args, "speculate", None) or DEFAULT_SPECULATE
     draft_max_batch = getattr(args, "draft_max_batch", None)
     if draft_max_batch is not None and speculate != "window":
-        raise ConfigError("--draft-max-batch is the window proposer's: add --speculate window.")
+        raise ConfigError(
+            f"--draft-max-batch is the window proposer's, not {speculate}'s: drop one of "
+            "--speculate and --draft-max-batch."
+        )
     if speculate == "none":
         return {}
     from harness.engines.vllm import speculative_config
 
     speculative_config(speculate)
     overrides: dict[str, Any] = {"speculate": speculate}
-    if draft_max_batch is not None:
-        overrides["draft_max_batch"] = draft_max_batch
+    if speculate == "window":
+        overrides["draft_max_batch"] = (
+            DEFAULT_DRAFT_MAX_BATCH if draft_max_batch is None else draft_max_batch
+        )
     return overrides
 
 

@@ -201,7 +201,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 @asynccontextmanager
 async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[Engine]:
     if args.upstream and (
-        getattr(args, "speculate", "none") != "none"
+        getattr(args, "speculate", None) not in (None, "none")
         or getattr(args, "draft_max_batch", None) is not None
     ):
         raise ConfigError(

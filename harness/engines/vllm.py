@@ -44,9 +44,15 @@ from harness.engines._spawn import spawn_without_main
 from harness.engines._threads import ThreadPlan, bind_this_process, plan_threads
 from harness.engines.base import ClosingContext, GenerationSettings
 from harness.engines.kv_cache import check_fits
-from harness.engines.window_drafts import CHANNEL_ENV, MAX_BATCH_ENV, DraftChannel
+from harness.engines.window_drafts import (
+    CHANNEL_ENV,
+    MAX_BATCH_ENV,
+    PROMPT_TAIL,
+    DraftChannel,
+    reply_openings,
+)
 from harness.errors import ConfigError, ContextWindowExceeded, EngineDeadError, EngineRequestError
-from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage, token_digest
+from harness.messages import Completion, Message, Timings, ToolSpec, Usage, token_digest
 
 __all__ = (
     "SPECULATE",
@@ -723,13 +729,32 @@ class VLLMEngine(ClosingContext):
         """Return if the engine can serve; raise EngineDeadError if it is closed or dead."""
         self._check_alive()
 
-    def _publish_drafts(self, calls: Sequence[ToolCall]) -> None:
-        """Tokenise the replies ``calls`` predict (each alone, and all in one reply) for the
-        window proposer."""
-        texts = [_format.serialize_calls([c]) for c in calls]
+    def _publish_drafts(
+        self, ids: Sequence[int], tools: Sequence[ToolSpec], settings: GenerationSettings
+    ) -> None:
+        """Tokenise for the window proposer, each after the prompt's last tokens (so a reply's
+        first step drafts too): the openings the reply grammar forces (a call of each tool it
+        offers, or the answer when it offers none; not for a forced or free reply), then the
+        replies ``settings.draft_calls`` predict (each alone, and all in one reply)."""
+        texts: list[str] = []
+        if settings.forced is None and settings.constrain and tools:
+            offered = tools if settings.grammar_tools is None else settings.grammar_tools
+            functions = _format.tool_functions(offered)
+            texts += reply_openings(
+                [str(f["name"]) for f in functions],
+                [
+                    next(iter((f.get("parameters") or {}).get("properties") or {}), None)
+                    for f in functions
+                ],
+            )
+        calls = settings.draft_calls
+        texts += [_format.serialize_calls([c]) for c in calls]
         if len(calls) > 1:
             texts.append(_format.serialize_calls(calls))
-        self._drafts_publish([self._tokenizer.encode(t, add_special_tokens=False) for t in texts])
+        tail = list(ids[-PROMPT_TAIL:])
+        self._drafts_publish(
+            [tail + self._tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        )
 
     def _drafts_publish(self, sequences: Sequence[Sequence[int]]) -> None:
         if self._drafts is not None:
@@ -836,8 +861,8 @@ class VLLMEngine(ClosingContext):
                 f"{self.settings.max_model_len}; shorten the chat or raise max_model_len."
             )
         forced = _format.forced_text(settings, tools)
-        if self._drafts is not None and settings.draft_calls:
-            self._publish_drafts(settings.draft_calls)
+        if self._drafts is not None:
+            self._publish_drafts(ids, tools, settings)
         from vllm.exceptions import VLLMClientError
 
         try:

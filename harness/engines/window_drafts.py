@@ -23,6 +23,13 @@ This module drafts from what a real deployment has — never from a policy's gol
   of up to 8 tokens wins) and drafts what follows; without a match it falls back to prompt
   lookup, the continuation of the last 3 tokens earlier in the request's own context (what
   vLLM's n-gram proposer does), which covers a previous call repeated.
+* **The reply's opening.** The reply grammar forces how every reply begins: the opening of
+  a call of each tool the grammar offers (``{"tool_calls": [{"name": "read_doc",
+  "arguments": {"key": `` for the harness's format), or of the answer when only the answer
+  remains (``{"answer": "``). :func:`reply_openings` spells them; the engine publishes them
+  after the prompt's last tokens, so even a turn's first step drafts (also with no manifest,
+  e.g. under ``harness serve``, and for the free-text answer, whose opening prompt lookup
+  cannot find).
 * **Off under load, when asked.** With ``max_batch`` set
   (:attr:`~harness.engines.vllm.VLLMSettings.draft_max_batch`, carried by
   :data:`MAX_BATCH_ENV`; 0, the default, drafts at any load), it drafts nothing in a step
@@ -46,7 +53,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ("CHANNEL_ENV", "MAX_BATCH_ENV", "MAX_SEQUENCES", "DraftChannel", "WindowProposer")
+__all__ = (
+    "CHANNEL_ENV",
+    "MAX_BATCH_ENV",
+    "MAX_SEQUENCES",
+    "PROMPT_TAIL",
+    "DraftChannel",
+    "WindowProposer",
+    "reply_openings",
+)
 
 #: The environment variable through which the forked worker finds the channel file.
 CHANNEL_ENV = "HARNESS_DRAFT_CHANNEL"
@@ -58,6 +73,33 @@ MAX_SEQUENCES = 256
 _MAX_MATCH = 8
 #: The suffix prompt lookup matches in the request's own context (tokens).
 _LOOKUP = 3
+#: How many of the prompt's last tokens (the chat template's assistant header) the engine
+#: puts before each published reply, so the reply's first step matches it.
+PROMPT_TAIL = 4
+
+
+def reply_openings(tool_names: Sequence[str], first_keys: Sequence[str | None]) -> list[str]:
+    """The text every reply the harness's reply grammar allows begins with: for each offered
+    tool (``tool_names``, each with the first argument key its schema orders first, or
+    ``None`` when it takes none) the opening of its call up to that key's value, and the
+    opening of the final answer when no tool is offered (the grammar then allows only the
+    answer). Oldest first: the proposer prefers the newest of equal matches, so the first
+    tool is published last. The harness's format
+    (:func:`harness.engines._format.serialize_calls`), never a call's values."""
+    from harness.engines._format import serialize_answer, serialize_calls
+    from harness.messages import ToolCall
+
+    if not tool_names:
+        answer = serialize_answer("")
+        return [answer[: answer.rindex('"')]]  # {"answer": "
+    out = []
+    for name, key in zip(tool_names, first_keys, strict=True):
+        if key is None:  # no arguments: the whole call is forced
+            out.append(serialize_calls([ToolCall("opening", name, "{}")]))
+            continue
+        full = serialize_calls([ToolCall("opening", name, "\x00")])  # where arguments go
+        out.append(full[: full.index("\x00")] + "{" + json.dumps(key, ensure_ascii=False) + ": ")
+    return out[::-1]
 
 
 class DraftChannel:
