@@ -43,6 +43,12 @@ $(STAMP): pyproject.toml
 	  (cd tests/clients/vercel && npm ci --no-audit --no-fund --loglevel=error) \
 	  || echo "npm ci in tests/clients/vercel failed: tests/test_proxy_vercel.py will skip"; \
 	fi
+	# The reference MCP servers (node) for tests/test_certify_mcp_server.py, which skips
+	# without them.
+	if command -v npm >/dev/null 2>&1; then \
+	  (cd toolsets/mcp && npm ci --no-audit --no-fund --loglevel=error) \
+	  || echo "npm ci in toolsets/mcp failed: tests/test_certify_mcp_server.py will skip"; \
+	fi
 	touch $(STAMP)
 
 clients-llamaindex: $(LLAMAINDEX_STAMP)

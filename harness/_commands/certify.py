@@ -4,12 +4,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 
 from harness._progress import Progress
-from harness.certkit import DEFAULT_EXAMPLES, ClaimResult, check_toolset, load_certifiable
+from harness.certkit import (
+    DEFAULT_EXAMPLES,
+    CertifiableToolset,
+    ClaimResult,
+    check_toolset,
+    load_certifiable,
+)
+from harness.certkit.mcp_server import MCPServer
 from harness.errors import ConfigError
 
 __all__ = ("register", "run")
@@ -45,6 +53,16 @@ TOOLSET is an importable module with new_state(seed), make_toolset(state) and
 fingerprint(state) (optionally resources(state) and example_values(state)), an object in a
 module ('pkg.module:object': a CertifiableToolset, a Toolset or a factory of one), or an
 OpenAI/MCP-style spec file (.json).
+
+An MCP server is certified directly with --mcp-server COMMAND instead of TOOLSET: the kit
+runs the server confined to a directory of its own ({root} in the command and in --mcp-env
+values), empties and seeds that directory for every example (--seed-dir, default a few
+files), and diffs it: every file, directory and link is one resource, named file: and its
+path relative to the root (file:notes/b.md). Effects come from --effects FILE (the same
+TOML as `harness serve --effects`; its root is replaced by the kit's directory) or the
+server's own hints (--trust-hints). Results that vary from run to run (times, temporary
+names) are masked with --nondeterministic; unmasked, the kit reports them as unverified and
+names the preset that would mask them, rather than blaming the declaration.
 """
 
 EPILOG = f"""\
@@ -54,6 +72,10 @@ examples:
   harness certify mypkg.tools:certifiable --examples 200 --seed 3
   harness certify tools.json                              # a spec file: what can be checked
   harness certify harness.toolsets.workspace --json > certify.json   # for CI
+  harness certify --mcp-server "npx -y @modelcontextprotocol/server-filesystem {{root}}" \
+      --effects fs-effects.toml --nondeterministic times --nondeterministic temp-names
+  harness certify --mcp-server "npx -y @modelcontextprotocol/server-memory" \
+      --mcp-env MEMORY_FILE_PATH={{root}}/memory.json --effects memory-effects.toml
 
 exit status: 0 no claim is false, 1 a claim is false, 2 a usage error (bad TOOLSET, ...).
 
@@ -61,7 +83,7 @@ JSON (--json): {{"toolset", "tools", "seed", "examples", "manifest", "ok", "summ
 {{"passed", "false", "unverified"}}, "elapsed_s", "notes", "claims": [{{"claim", "tool",
 "phase", "status" ("passed" | "FALSE" | "unverified"), "examples", "reason",
 "counterexample": null or {{"calls": [{{"name", "arguments"}}], "message", "expected",
-"actual" ({{"label", "results", "state", "details"}}), "fix", "flaky"}}}}]}}.
+"actual" ({{"label", "results", "state", "details"}}), "fix", "flaky", "nondeterministic"}}}}]}}.
 """
 
 
@@ -75,7 +97,56 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "toolset", metavar="TOOLSET", help="module, 'pkg.module:object' or spec .json"
+        "toolset",
+        metavar="TOOLSET",
+        nargs="?",
+        help="module, 'pkg.module:object' or spec .json (or give --mcp-server instead)",
+    )
+    mcp = parser.add_argument_group("an MCP server, certified directly")
+    mcp.add_argument(
+        "--mcp-server",
+        metavar="COMMAND",
+        help="the server's command line, with {root} where it takes its directory",
+    )
+    mcp.add_argument(
+        "--mcp-env",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="an environment variable for the server (repeatable; {root} is replaced)",
+    )
+    mcp.add_argument(
+        "--effects",
+        metavar="FILE",
+        help="effects file (TOML/JSON, as for `harness serve`); its root becomes the kit's",
+    )
+    mcp.add_argument(
+        "--trust-hints",
+        action="store_true",
+        help="tools the effects file does not name take the server's own hints",
+    )
+    mcp.add_argument(
+        "--seed-dir",
+        metavar="DIR",
+        help="copied into the server's directory for every example (default: a few files)",
+    )
+    mcp.add_argument(
+        "--nondeterministic",
+        metavar="PATTERN",
+        action="append",
+        default=[],
+        help="mask result text that varies from run to run: a preset (times, temp-names, "
+        "uuids) or a regular expression (repeatable)",
+    )
+    mcp.add_argument(
+        "--restart-server",
+        action="store_true",
+        help="a new server process for every example (a server that keeps state in memory)",
+    )
+    mcp.add_argument(
+        "--show-server-log",
+        action="store_true",
+        help="pass the server's stderr through (default: kept in the kit's temp directory)",
     )
     parser.add_argument(
         "--manifest",
@@ -112,9 +183,48 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--examples must be at least 1, got {args.examples}.")
     if args.max_window < 2:
         raise ConfigError(f"--max-window must be at least 2, got {args.max_window}.")
-    if os.getcwd() not in sys.path:  # 'pkg.module' from the current directory, as pytest does
-        sys.path.insert(0, os.getcwd())
-    certifiable = load_certifiable(args.toolset)
+    if (args.toolset is None) == (args.mcp_server is None):
+        raise ConfigError(
+            "Name what to certify: a TOOLSET, or an MCP server with --mcp-server COMMAND "
+            "(not both)."
+        )
+    mcp_only = ("effects", "trust_hints", "seed_dir", "restart_server", "show_server_log")
+    stray = [f"--{n.replace('_', '-')}" for n in mcp_only if getattr(args, n)]
+    stray += ["--mcp-env"] * bool(args.mcp_env) + ["--nondeterministic"] * bool(
+        args.nondeterministic
+    )
+    if args.mcp_server is None and stray:
+        raise ConfigError(f"{', '.join(stray)} applies to --mcp-server only.")
+    with contextlib.ExitStack() as stack:
+        if args.mcp_server is not None:
+            certifiable = stack.enter_context(_mcp_server(args)).certifiable()
+        else:
+            if os.getcwd() not in sys.path:  # 'pkg.module' from the working directory
+                sys.path.insert(0, os.getcwd())
+            certifiable = load_certifiable(args.toolset)
+        return _certify(args, certifiable)
+
+
+def _mcp_server(args: argparse.Namespace) -> MCPServer:
+    env: dict[str, str] = {}
+    for item in args.mcp_env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--mcp-env {item!r}: write KEY=VALUE.")
+        env[key] = value
+    return MCPServer(
+        args.mcp_server,
+        env=env,
+        effects=args.effects,
+        trust_hints=args.trust_hints,
+        seed_dir=args.seed_dir,
+        restart=args.restart_server,
+        nondeterministic=args.nondeterministic,
+        show_server_log=args.show_server_log,
+    )
+
+
+def _certify(args: argparse.Namespace, certifiable: CertifiableToolset) -> int:
     progress = Progress(0, unit="claims", every=5)
 
     def on_claim(result: ClaimResult, done: int, total: int) -> None:

@@ -11,7 +11,8 @@ from typing import Any, Protocol
 
 from harness.certify import Detector
 from harness.certify.conflicts import contains, overlaps
-from harness.certkit._report import ClaimName, ClaimResult, Counterexample
+from harness.certkit._report import ClaimName, ClaimResult, Counterexample, Outcome
+from harness.certkit.nondeterminism import NONDETERMINISTIC_PRESETS, normaliser
 from harness.messages import ToolCall
 from harness.tools.effects import literal_target
 from harness.tools.execute import ToolResult
@@ -28,12 +29,14 @@ __all__ = (
     "change_lines",
     "changed_resources",
     "declared_writes",
+    "nondeterministic_counterexample",
     "not_covered",
     "not_overlapping",
     "outcome_text",
     "shared_resources",
     "short",
     "tool_call",
+    "varying",
 )
 
 #: One drawn call: the tool's name and its arguments.
@@ -140,6 +143,52 @@ class Observed:
 def outcome_text(result: ToolResult) -> str:
     """A result as the report shows it."""
     return result.content
+
+
+def varying(first: Observed, second: Observed) -> list[int]:
+    """The results that differ between two runs of the same calls, each on a fresh state."""
+    return [
+        i
+        for i, (x, y) in enumerate(zip(first.results, second.results, strict=True))
+        if outcome_text(x) != outcome_text(y)
+    ]
+
+
+def nondeterministic_counterexample(
+    calls: Sequence[Call], first: Observed, second: Observed, *, claim_fix: str = ""
+) -> Counterexample:
+    """The claim cannot be judged: ``first`` and ``second`` ran the same ``calls`` in the same
+    way on two fresh states, yet their results differ. The fix names the presets of
+    ``--nondeterministic`` that would make them equal, when some would."""
+    indices = varying(first, second)
+    names = sorted({calls[i][0] for i in indices})
+    pairs = [(outcome_text(first.results[i]), outcome_text(second.results[i])) for i in indices]
+    presets = [
+        p
+        for p in NONDETERMINISTIC_PRESETS
+        if all(normaliser([p])(a) == normaliser([p])(b) for a, b in pairs)
+    ]
+    mark = (
+        f"--nondeterministic {presets[0]}"
+        if presets
+        else "--nondeterministic REGEX (a regular expression for the part that varies)"
+    )
+    return Counterexample(
+        calls=tuple(calls),
+        message=(
+            f"The result of {', '.join(repr(n) for n in names)} differs between two runs of "
+            "the same calls on fresh states: its text is nondeterministic, so no claim about "
+            "it can be judged from results."
+        ),
+        expected=Outcome("first run", tuple(outcome_text(r) for r in first.results)),
+        actual=Outcome("second run", tuple(outcome_text(r) for r in second.results)),
+        fix=(
+            f"If the varying text is noise (a time, a temporary name), mark it: {mark} for an "
+            "MCP server, or return text without it from the tool; if it is not noise, the "
+            f"tool's results depend on something outside the state{claim_fix}."
+        ),
+        nondeterministic=True,
+    )
 
 
 def short(value: Hashable | None) -> str | None:

@@ -26,6 +26,7 @@ from typing import Any
 from hypothesis import reject
 from hypothesis import strategies as st
 
+from harness.certify.d1 import conflicts_with
 from harness.certkit._aliases import (
     argument_kind,
     argument_schema,
@@ -38,6 +39,7 @@ from harness.certkit._base import (
     any_overlap,
     changed_resources,
     shared_resources,
+    tool_call,
 )
 from harness.certkit._report import ClaimResult, Counterexample, Outcome
 from harness.tools.effects import FOLD_STEPS, Fold
@@ -307,6 +309,8 @@ def check_identity(kit: KitView, name: str) -> ClaimResult:
             )
         if key == other_key:
             return
+        if conflicts_with(kit.toolset, [tool_call(0, name, arguments)], tool_call(1, name, other)):
+            return  # the two calls conflict anyway (another argument, or ancestors): never together
         found = _one_resource(kit, name, arguments, other)
         if found is None:
             return

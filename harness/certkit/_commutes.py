@@ -30,11 +30,13 @@ from harness.certkit._base import (
     change_lines,
     changed_resources,
     declared_writes,
+    nondeterministic_counterexample,
     not_covered,
     not_overlapping,
     outcome_text,
     short,
     tool_call,
+    varying,
 )
 from harness.certkit._report import ClaimResult, Counterexample, Outcome
 from harness.messages import ToolCall
@@ -168,6 +170,7 @@ def check_commutes(kit: RunningKit, label: str, phase: Phase) -> ClaimResult:
             concurrent = kit.execute(window, order=start, yields=pauses)
             got = [outcome_text(r) for r in concurrent.results]
             if got != expected or serial.after.fingerprint != concurrent.after.fingerprint:
+                _judge_against_control(kit, window, serial, concurrent)
                 raise Falsified(
                     _commutation_counterexample(kit, window, start, pauses, serial, concurrent)
                 )
@@ -180,6 +183,22 @@ def check_commutes(kit: RunningKit, label: str, phase: Phase) -> ClaimResult:
         phase=label,
         empty="no window of 2+ calls certifies in this phase, so none runs concurrently",
     )
+
+
+def _judge_against_control(
+    kit: RunningKit, window: list[Call], serial: Observed, concurrent: Observed
+) -> None:
+    """Before a difference is blamed on concurrency: run the window serially once more on a
+    fresh state. When every difference from the concurrent run is also a difference between
+    the two serial runs (and the state is the same, or also varies), the results are
+    nondeterministic and the claim cannot be judged from them."""
+    control = kit.execute(window)
+    noise = set(varying(serial, control))
+    concurrency = set(varying(serial, concurrent))
+    state_noise = serial.after.fingerprint != control.after.fingerprint
+    state_concurrency = serial.after.fingerprint != concurrent.after.fingerprint
+    if noise and concurrency <= noise and (state_noise or not state_concurrency):
+        raise Falsified(nondeterministic_counterexample(window, serial, control))
 
 
 def _commutation_counterexample(

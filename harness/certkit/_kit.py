@@ -29,6 +29,7 @@ import anyio
 import anyio.lowlevel
 from hypothesis import HealthCheck, Verbosity, given, reject, settings
 from hypothesis import Phase as HypothesisPhase
+from hypothesis import example as hypothesis_example
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
@@ -44,6 +45,7 @@ from harness.certkit._base import (
     change_lines,
     changed_resources,
     declared_writes,
+    nondeterministic_counterexample,
     not_covered,
     not_overlapping,
     outcome_text,
@@ -55,7 +57,7 @@ from harness.certkit._commutes import check_commutes
 from harness.certkit._contract import CertifiableToolset
 from harness.certkit._d2 import check_d2
 from harness.certkit._report import ClaimName, ClaimResult, Counterexample, Outcome
-from harness.certkit._schema_strategies import arguments_strategy
+from harness.certkit._schema_strategies import arguments_strategy, explicit_arguments
 from harness.certkit._speculable import check_speculable
 from harness.errors import ToolsetError
 from harness.messages import ToolCall
@@ -134,6 +136,9 @@ class Kit:
     strategies: dict[str, st.SearchStrategy[Any]]
     strategy_errors: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    #: Per tool, argument objects every per-tool claim tries first (each example value and
+    #: its other spellings once): a collision the examples hold is met on purpose.
+    explicit: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _memo: dict[str, Observed] = field(default_factory=dict)
 
     @classmethod
@@ -170,7 +175,9 @@ class Kit:
         # values for their type; every example gets its other spellings beside it
         examples_table = {**seed_table(toolset, examples_table), **examples_table}
         aliases = alias_table(toolset, examples_table)
+        explicit: dict[str, list[dict[str, Any]]] = {}
         for name, tool in toolset.items():
+            explicit[name] = explicit_arguments(name, tool.parameters, examples_table, aliases)
             try:
                 strategies[name] = arguments_strategy(
                     name,
@@ -192,6 +199,7 @@ class Kit:
             toolset=toolset,
             strategies=strategies,
             strategy_errors=errors,
+            explicit=explicit,
         )
 
     # ------------------------------------------------------------------ executions
@@ -239,6 +247,7 @@ class Kit:
         strategy: st.SearchStrategy[Any],
         body: Callable[[Any], None],
         examples: int | None = None,
+        explicit: Sequence[Any] = (),
     ) -> tuple[int, Counterexample | None, bool]:
         """Run one property: (examples that passed before any failure, the minimal
         counterexample or ``None``, whether no valid example could be generated)."""
@@ -271,7 +280,10 @@ class Kit:
                 HypothesisPhase.shrink,
             ),
         )
-        prop = hypothesis_seed(self.seed)(configured(given(strategy)(test)))
+        prop = given(strategy)(test)
+        for value in explicit:
+            prop = hypothesis_example(value)(prop)
+        prop = hypothesis_seed(self.seed)(configured(prop))
         try:
             prop()
         except Unsatisfiable:
@@ -300,7 +312,13 @@ class Kit:
         empty: str = "no valid example could be generated",
         examples: int | None = None,
     ) -> ClaimResult:
-        passed, counterexample, unsatisfiable = self.prove(strategy, body, examples)
+        explicit = (
+            self.explicit.get(tool, []) if tool and strategy is self.strategies.get(tool) else []
+        )
+        passed, counterexample, unsatisfiable = self.prove(strategy, body, examples, explicit)
+        if counterexample is not None and counterexample.nondeterministic:
+            why = "its results vary between runs on fresh states; see below"
+            return ClaimResult(claim, "unverified", passed, tool, phase, why, counterexample)
         if counterexample is not None:
             return ClaimResult(claim, "FALSE", passed, tool, phase, note, counterexample)
         if unsatisfiable:
@@ -460,6 +478,11 @@ class Kit:
         def body(arguments: Mapping[str, Any]) -> None:
             once = self.once(name, arguments)
             twice = self.execute([(name, arguments), (name, arguments)])
+            if outcome_text(once.results[0]) != outcome_text(twice.results[0]):
+                # the first call of both runs is the same call on a fresh state
+                first = Observed(once.results, once.before, once.after)
+                second = Observed(twice.results[:1], twice.before, twice.after)
+                raise Falsified(nondeterministic_counterexample([(name, arguments)], first, second))
             same_state = once.after.fingerprint == twice.after.fingerprint
             same_result = outcome_text(once.results[0]) == outcome_text(twice.results[1])
             if same_state and same_result:

@@ -73,6 +73,9 @@ class Counterexample:
     actual: Outcome
     fix: str
     flaky: bool = False
+    #: The claim could not be judged: the same calls on two fresh states gave different
+    #: results (nondeterministic text), so the example shows those two runs.
+    nondeterministic: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +85,7 @@ class Counterexample:
             "actual": self.actual.to_json(),
             "fix": self.fix,
             "flaky": self.flaky,
+            "nondeterministic": self.nondeterministic,
         }
 
 
@@ -166,7 +170,7 @@ class CertificationReport:
         """The report as text: a table of claims, then each FALSE claim in full."""
         out = [
             f"Certifying toolset {self.toolset!r}: {len(self.tools)} tools, state seed "
-            f"{self.seed}, up to {self.examples} examples per claim",
+            f"{self.seed}, {self.examples} drawn examples per claim (after each example value, once)",
             f"manifest: {self.manifest or 'none'}",
             *(f"note: {n}" for n in self.notes),
             "",
@@ -179,7 +183,7 @@ class CertificationReport:
             previous = c.subject
             result = c.status + (f" ({c.reason})" if c.reason else "")
             out.append(f"{subject:<{width}}  {c.claim:<17} {c.examples:>8}  {result}")
-        for c in self.false:
+        for c in (*self.false, *(c for c in self.unverified if c.counterexample)):
             out.extend(["", *_render_false(c)])
         out.append("")
         out.append(
@@ -194,7 +198,7 @@ class CertificationReport:
 
 def _render_false(c: ClaimResult) -> list[str]:
     ce = c.counterexample
-    head = f"FALSE  {c.subject}: {c.claim} — {CLAIMS[c.claim]}"
+    head = f"{c.status}  {c.subject}: {c.claim} — {CLAIMS[c.claim]}"
     if ce is None:
         return [head]
     lines = [

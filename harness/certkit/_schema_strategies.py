@@ -346,3 +346,89 @@ def _pick(tool: str, name: str, table: Mapping[str, Any]) -> Any:
     if f"{tool}.{name}" in table:
         return table[f"{tool}.{name}"]
     return table.get(name)
+
+
+#: At most this many explicit argument objects per tool.
+MAX_EXPLICIT = 48
+
+
+def explicit_arguments(
+    tool: str,
+    schema: Mapping[str, Any],
+    examples: Mapping[str, Sequence[Any]],
+    aliases: Mapping[str, Sequence[Any]],
+) -> list[dict[str, Any]]:
+    """Argument objects that try each example value of each argument (and each of its other
+    spellings) once, every other argument at its simplest valid value (its default, its
+    first enum value, the empty text, zero, ...). Objects that do not validate against the
+    schema are left out; at most :data:`MAX_EXPLICIT`."""
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return []
+    required = [n for n in schema.get("required", ()) if n in properties]
+    base: dict[str, Any] = {}
+    for name in required:
+        value = _simplest(properties[name])
+        if value is _NONE:
+            return []
+        base[name] = value
+    validator = jsonschema.Draft202012Validator(dict(schema))
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for name in properties:
+        values = [*(_pick(tool, name, examples) or ()), *(_pick(tool, name, aliases) or ())]
+        for value in values:
+            candidate = {**base, name: value}
+            key = repr(sorted(candidate.items(), key=lambda item: item[0]))
+            if key in seen or not validator.is_valid(candidate):
+                continue
+            seen.add(key)
+            out.append(candidate)
+            if len(out) >= MAX_EXPLICIT:
+                return out
+    return out
+
+
+_NONE = object()
+
+
+def _simplest(schema: Any) -> Any:
+    """The simplest value a (sub)schema accepts, or ``_NONE`` when there is no obvious one."""
+    if not isinstance(schema, Mapping):
+        return _NONE
+    if "default" in schema:
+        return schema["default"]
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return _simplest(schema[key][0])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if kind == "string":
+        return "a" * int(schema.get("minLength", 0))
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    return _simplest_container(schema, kind)
+
+
+def _simplest_container(schema: Mapping[str, Any], kind: Any) -> Any:
+    if kind == "array":
+        count = int(schema.get("minItems", 0))
+        item = _simplest(schema.get("items", {})) if count else None
+        return _NONE if item is _NONE else [item] * count
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        out = {}
+        for name in schema.get("required", ()):
+            value = _simplest(props.get(name, {}))
+            if value is _NONE:
+                return _NONE
+            out[name] = value
+        return out
+    return _NONE

@@ -628,6 +628,9 @@ class Effect:
     may start before the model emits it, and may have run even if the model never emits it.
     Read-only tools are speculable without it; ``harness certify`` checks the claim (a call
     run twice, and run early, gives the same results and state).
+    ``ancestors``: a call also writes every ancestor of each write target (``dir:a/b/c``
+    writes ``dir:a`` and ``dir:a/b`` too): it creates the parents it needs, as ``mkdir -p``
+    does, so it conflicts with any call under one of them.
     """
 
     read_only: bool = False
@@ -641,6 +644,7 @@ class Effect:
     accepts_idempotency_key: bool = False
     speculable: bool = False
     identity: Mapping[str, Callable[[Any], Any]] | None = None
+    ancestors: bool = False
     # The target specs compiled once (templates parsed), for footprint().
     _writes: _Compiled = field(default=None, init=False, repr=False, compare=False)
     _reads: _Compiled = field(default=None, init=False, repr=False, compare=False)
@@ -682,8 +686,14 @@ class Effect:
         canonical: CanonicalSpec | None = None,
         speculable: bool = False,
         identity: Mapping[str, Callable[[Any], Any]] | None = None,
+        ancestors: bool = False,
     ) -> Effect:
         """An explicit annotation. ``read_only`` implies idempotent and not destructive."""
+        if ancestors and (read_only or write_targets is None):
+            raise ToolsetError(
+                "ancestors=True extends the write targets to their ancestors: declare "
+                "write_targets on a tool that writes (not read_only)."
+            )
         if read_only and write_targets is not None:
             raise ToolsetError(
                 "A read-only tool cannot declare write_targets; drop read_only=True or the targets."
@@ -699,6 +709,7 @@ class Effect:
             canonical=_folds(canonical),
             speculable=speculable,
             identity=identity,
+            ancestors=ancestors,
         )
 
     @classmethod
@@ -782,6 +793,8 @@ class Effect:
                 reads, why_r = self._side(self._reads, arguments, "reads")
         except Exception as exc:  # a declaration's bug is "not certified", never a crash
             return Footprint.failed(f"{type(exc).__name__}: {exc}")
+        if self.ancestors and writes:
+            writes = writes | _ancestors(writes)
         if not (why_w or why_r):
             return Footprint(writes, reads)
         return Footprint(writes, reads, "; ".join(w for w in (why_w, why_r) if w))
@@ -829,6 +842,19 @@ class Effect:
         if "" in out:
             return None, f"{side} name the empty target (the root of every resource)"
         return out, ""
+
+
+def _ancestors(targets: Iterable[str]) -> frozenset[str]:
+    """Every proper ancestor of each target that has at least one component: ``doc:a/b/c``
+    gives ``doc:a`` and ``doc:a/b`` (targets are written ``namespace + "/".join(components)``,
+    :class:`_Template`, so a prefix of components is an ancestor)."""
+    out: set[str] = set()
+    for target in targets:
+        colon = target.find(":")
+        namespace, body = (target[: colon + 1], target[colon + 1 :]) if colon >= 0 else ("", target)
+        parts = [p for p in body.split("/") if p]
+        out.update(namespace + "/".join(parts[:k]) for k in range(1, len(parts)))
+    return frozenset(out)
 
 
 def _from_function(

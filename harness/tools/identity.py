@@ -89,10 +89,12 @@ __all__ = (
     "MAX_NODES",
     "Each",
     "Fold",
+    "InRoot",
     "UnderRoot",
     "each",
     "exact_key",
     "identity_text",
+    "in_root",
     "normalise_path",
     "number_text",
     "proof_key",
@@ -559,3 +561,44 @@ class UnderRoot:
 def under_root(root: str) -> UnderRoot:
     """The store key of a file system rooted at ``root`` (see :class:`UnderRoot`)."""
     return UnderRoot(posixpath.normpath(root))
+
+
+@dataclass(frozen=True)
+class InRoot:
+    """The key of a file store confined to ``root``, relative to it: a path under the root is
+    its path from the root (``a/b``, ``./a//b`` and ``/srv/a/b`` are all ``a/b``; the root
+    itself is ``.``, the whole store), joined and resolved lexically as :class:`UnderRoot`
+    does. A path outside the root (a rooted server refuses it, or it escapes by ``..``) has
+    no key the harness can vouch for: its target is the whole namespace, so the call runs
+    alone. Targets keyed this way name a record the same way wherever the root is mounted,
+    which is how the certification kit names an MCP server's files
+    (:mod:`harness.certkit.mcp_server`)."""
+
+    root: str
+
+    def __call__(self, path: Any) -> Any:
+        text = path.as_posix() if isinstance(path, PurePath) else str(path)
+        joined = posixpath.normpath(posixpath.join(self.root, text))
+        if joined == self.root:
+            return "."
+        prefix = self.root.rstrip("/") + "/"
+        if not joined.startswith(prefix):
+            return _OUTSIDE
+        return joined[len(prefix) :]
+
+
+class _Outside:
+    """What :class:`InRoot` keys a path outside its root with: no spelling, so the target is
+    cut to its namespace."""
+
+    def __repr__(self) -> str:
+        return "<outside the root>"
+
+
+_OUTSIDE = _Outside()
+
+
+def in_root(root: str) -> InRoot:
+    """The store key of a file system confined to ``root``, relative to it (see
+    :class:`InRoot`)."""
+    return InRoot(posixpath.normpath(root))

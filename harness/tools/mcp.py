@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from harness.errors import ConfigError, ToolsetError
 from harness.tools.effects import Effect
@@ -253,9 +253,11 @@ async def open_mcp_toolset(
     effects: Mapping[str, Effect | Mapping[str, Any]] | None = None,
     trust_annotations: bool = False,
     timeout_s: float | None = 30.0,
+    errlog: TextIO | None = None,
 ) -> AsyncIterator[MCPToolset]:
     """Start the MCP server ``command args`` over stdio, initialise a session and yield its
-    toolset (see :func:`toolset_from_mcp`); the session and the process end on exit."""
+    toolset (see :func:`toolset_from_mcp`); the session and the process end on exit.
+    ``errlog``: where the server's stderr goes (default: this process's stderr)."""
     _require_mcp()
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
@@ -265,7 +267,8 @@ async def open_mcp_toolset(
     try:
         async with AsyncExitStack() as stack:
             try:
-                read, write = await stack.enter_async_context(stdio_client(params))
+                client = stdio_client(params) if errlog is None else stdio_client(params, errlog)
+                read, write = await stack.enter_async_context(client)
             except OSError as exc:
                 raise ConfigError(
                     f"Cannot start the MCP server {command!r}: {exc.strerror or exc}; check "

@@ -48,6 +48,7 @@ from harness.tools.effects import (
     TargetSpec,
     template_fields,
 )
+from harness.tools.identity import Each
 
 __all__ = (
     "IDEMPOTENCY_KEY_ARG",
@@ -503,6 +504,8 @@ class Toolset(Mapping[str, Tool]):
         for t in self._tools.values():
             for slot, argument, fold in t.effect.name_slots():
                 keyed = t.effect.identity_for(argument)
+                if isinstance(keyed, Each):  # a list's elements are keyed by the same function
+                    keyed = keyed.fn
                 first = seen.setdefault(slot, (fold, keyed, t.name))
                 if first[0] != fold:
                     raise ToolsetError(

@@ -1,0 +1,245 @@
+"""The certification kit on real MCP servers, certified directly (``harness certify
+--mcp-server``): the reference filesystem and memory servers (node, installed by ``make
+setup`` into ``toolsets/mcp``; these tests skip without them).
+
+Honest declarations (``toolsets/mcp/*.effects.toml``) pass; declarations under which arm F
+would differ from S are flagged, each by the claim that sees it; text that varies between
+runs is reported as such, not blamed on a declaration."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.certkit import CertificationReport, check_toolset
+from harness.certkit.mcp_server import MCPServer
+from harness.certkit.nondeterminism import MASK, normaliser
+from harness.errors import ConfigError
+from harness.tools.effects_file import effects_from_dict
+
+pytest.importorskip("mcp", reason="the MCP SDK (extra 'mcp') is not installed")
+pytest.importorskip("hypothesis", reason="the kit needs hypothesis (extra 'certify')")
+
+MCP_DIR = Path(__file__).resolve().parents[1] / "toolsets" / "mcp"
+FILESYSTEM = MCP_DIR / "node_modules" / ".bin" / "mcp-server-filesystem"
+MEMORY = MCP_DIR / "node_modules" / ".bin" / "mcp-server-memory"
+FS_EFFECTS = MCP_DIR / "filesystem.effects.toml"
+MEMORY_EFFECTS = MCP_DIR / "memory.effects.toml"
+MEMORY_ENV = {"MEMORY_FILE_PATH": "{root}/memory.json"}
+NOISE = ("times", "temp-names")
+EXAMPLES = 15
+
+needs_servers = pytest.mark.skipif(
+    not (FILESYSTEM.exists() and MEMORY.exists()),
+    reason="the reference MCP servers are not installed: `npm ci` in toolsets/mcp "
+    "(make setup does it when npm is present)",
+)
+
+
+def _toml_tables(path: Path) -> dict[str, object]:
+    import tomllib
+
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def _certify(
+    command: list[str],
+    effects: dict[str, object] | Path,
+    *,
+    env: dict[str, str] | None = None,
+    nondeterministic: tuple[str, ...] = NOISE,
+    examples: int = EXAMPLES,
+) -> CertificationReport:
+    with MCPServer(command, env=env, effects=effects, nondeterministic=nondeterministic) as server:
+        return check_toolset(server.certifiable(), examples=examples)
+
+
+def _statuses(report: CertificationReport) -> dict[tuple[str, str], str]:
+    return {(c.subject, c.claim): c.status for c in report.claims}
+
+
+@pytest.fixture
+def in_empty_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    assert list(tmp_path.iterdir()) == [], "the kit wrote into the working directory"
+
+
+@needs_servers
+@pytest.mark.usefixtures("in_empty_dir")
+def test_honest_filesystem_declarations_pass_every_claim() -> None:
+    report = _certify([str(FILESYSTEM), "{root}"], FS_EFFECTS)
+    assert report.ok, report.render()
+    assert not report.unverified, report.render()
+    assert ("windows of all tools", "commutes") in _statuses(report)
+    assert len(report.claims) >= 40
+
+
+@needs_servers
+def test_a_directory_maker_without_ancestors_is_flagged() -> None:
+    effects = _toml_tables(FS_EFFECTS)
+    del effects["tools"]["create_directory"]["ancestors"]  # type: ignore[index]
+    report = _certify([str(FILESYSTEM), "{root}"], effects)
+    assert _statuses(report)[("create_directory", "write_targets")] == "FALSE", report.render()
+    false = {(c.subject, c.claim) for c in report.false}
+    assert false <= {("create_directory", "write_targets"), ("windows of all tools", "commutes")}
+
+
+@needs_servers
+def test_a_move_that_declares_only_its_destination_is_flagged() -> None:
+    effects = _toml_tables(FS_EFFECTS)
+    effects["tools"]["move_file"]["write_targets"] = "file:{destination}"  # type: ignore[index]
+    report = _certify([str(FILESYSTEM), "{root}"], effects)
+    assert _statuses(report)[("move_file", "write_targets")] == "FALSE", report.render()
+    (claim,) = [c for c in report.false if c.subject == "move_file"]
+    assert claim.counterexample is not None
+    assert "write_targets of 'move_file'" in claim.counterexample.fix
+
+
+@needs_servers
+def test_unmasked_temporary_names_are_reported_as_nondeterministic_not_false() -> None:
+    """write_file's error names a random temporary file: without a mask the kit cannot judge
+    idempotence from results, says so, and names the preset that masks it."""
+    report = _certify([str(FILESYSTEM), "{root}"], FS_EFFECTS, nondeterministic=("times",))
+    assert report.ok, report.render()
+    noisy = [c for c in report.unverified if c.counterexample is not None]
+    assert noisy, report.render()
+    for claim in noisy:
+        assert claim.counterexample is not None
+        assert claim.counterexample.nondeterministic
+        assert "--nondeterministic temp-names" in claim.counterexample.fix
+        assert "idempotent=False" not in claim.counterexample.fix
+
+
+@needs_servers
+@pytest.mark.usefixtures("in_empty_dir")
+def test_honest_memory_declarations_pass() -> None:
+    report = _certify([str(MEMORY)], MEMORY_EFFECTS, env=MEMORY_ENV)
+    assert report.ok, report.render()
+    assert not report.unverified, report.render()
+
+
+@needs_servers
+def test_per_entity_targets_on_the_memory_server_lose_writes_and_are_flagged() -> None:
+    """The server rewrites its one file on every call: two writers naming different entities
+    run together under F and one write is lost. The kit's window claim sees the lost write,
+    and the write-target claim names the file to declare."""
+    effects = _toml_tables(MEMORY_EFFECTS)
+    tools = effects["tools"]
+    tools["create_entities"]["write_targets"] = "entity:{entities}"  # type: ignore[index]
+    tools["add_observations"]["write_targets"] = "entity:{observations}"  # type: ignore[index]
+    tools["delete_entities"]["write_targets"] = "entity:{entityNames}"  # type: ignore[index]
+    report = _certify([str(MEMORY)], effects, env=MEMORY_ENV)
+    statuses = _statuses(report)
+    assert statuses[("windows of all tools", "commutes")] == "FALSE", report.render()
+    assert statuses[("create_entities", "write_targets")] == "FALSE"
+    (claim,) = [c for c in report.false if c.subject == "create_entities"]
+    assert claim.counterexample is not None
+    assert "file:memory.json" in claim.counterexample.fix
+
+
+@needs_servers
+@pytest.mark.usefixtures("in_empty_dir")
+def test_harness_certify_takes_a_server_command() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "certify",
+            "--mcp-server",
+            str(MEMORY),
+            "--mcp-env",
+            "MEMORY_FILE_PATH={root}/memory.json",
+            "--effects",
+            str(MEMORY_EFFECTS),
+            "--examples",
+            "5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"]
+    assert report["summary"]["false"] == 0
+    assert "Knowledge Graph MCP Server" not in done.stderr  # the server's banner is kept
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["certify"], "Name what to certify"),
+        (["certify", "harness.toolsets.workspace", "--mcp-server", "x"], "not both"),
+        (["certify", "harness.toolsets.workspace", "--effects", "e.toml"], "--mcp-server only"),
+        (["certify", "--mcp-server", "x", "--mcp-env", "NOEQUALS"], "KEY=VALUE"),
+        (["certify", "--mcp-server", "x", "--nondeterministic", "("], "neither a preset"),
+        (["certify", "--mcp-server", "x", "--nondeterministic", ".*"], "empty text"),
+    ],
+)
+def test_certify_usage_errors_exit_2_and_say_why(argv: list[str], message: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_server_that_does_not_start_is_a_clear_error(tmp_path: Path) -> None:
+    from harness.errors import ToolsetError
+
+    with (
+        MCPServer([sys.executable, "-c", "import sys; sys.exit(3)"]) as server,
+        pytest.raises((ToolsetError, ConfigError)),
+    ):
+        server.new_state(0)
+
+
+def test_presets_mask_what_varies_and_nothing_else() -> None:
+    mask = normaliser(["times", "temp-names", "uuids"])
+    text = (
+        "created: Sun Dec 06 2026 07:58:54 GMT+0000 (Coordinated Universal Time)\n"
+        "at 2026-12-06T07:58:54.123Z, rename '/r/a.txt.3862d9cc882cc7afdd2406c2fed1eac7.tmp'"
+        " id 123e4567-e89b-12d3-a456-426614174000 size: 2"
+    )
+    masked = mask(text)
+    assert masked.count(MASK) == 4, masked
+    assert "size: 2" in masked
+    assert "/r/a.txt" in masked
+    assert mask("plain words 42 and a.txt") == "plain words 42 and a.txt"
+
+
+def test_an_effects_file_keys_paths_under_its_root_and_writes_ancestors() -> None:
+    effects = effects_from_dict(
+        {
+            "root": "/srv",
+            "tools": {
+                "mkdir": {"write_targets": "file:{path}", "identity": {"path": "path"}, "ancestors": True},
+                "read_many": {
+                    "read_only": True,
+                    "read_targets": "file:{paths}",
+                    "identity": {"paths": "each path"},
+                },
+            },
+        }
+    )  # fmt: skip
+    assert effects["mkdir"].targets({"path": "/srv/a/b"}) == frozenset({"file:a", "file:a/b"})
+    assert effects["mkdir"].targets({"path": "a/./b"}) == frozenset({"file:a", "file:a/b"})
+    assert effects["mkdir"].targets({"path": "/etc/x"}) == frozenset(
+        {"file:"}
+    )  # outside: the namespace
+    assert effects["read_many"].reads({"paths": ["a", "/srv/b"]}) == frozenset({"file:a", "file:b"})
+    with pytest.raises(ConfigError, match="add root"):
+        effects_from_dict({"tools": {"t": {"read_only": True, "identity": {"p": "path"}}}})
+    with pytest.raises(ConfigError, match="must be one of"):
+        effects_from_dict({"root": "/srv", "tools": {"t": {"identity": {"p": "exact"}}}})
+    with pytest.raises(ConfigError, match="absolute"):
+        effects_from_dict({"root": "srv", "tools": {}})
