@@ -70,6 +70,7 @@ from harness import costmodel
 from harness.bench.analysis import estimate_regime, measure_windows
 from harness.bench.workload import generate_tasks
 from harness.engines.base import Engine
+from harness.loop.arm_label import ArmLabel
 
 __all__ = (
     "ARMS",
@@ -136,7 +137,7 @@ def analyse_pass(jobs: Sequence[Job]) -> dict[str, Any]:
     by_key = {(j["task_id"], j["arm"]): j for j in jobs if not j.get("eager")}
     rows = []
     for w in measure_windows(jobs):
-        if "S" not in w.wall or "F" not in w.wall:
+        if ArmLabel.S not in w.wall or ArmLabel.F not in w.wall:
             continue
         tokens = {arm: window_tokens(by_key[(w.task_id, arm)], w.call_ids) for arm in ARMS}
         at = dataclasses.replace(regime, stride_hit=tokens["S"]["h_R"])
@@ -144,9 +145,9 @@ def analyse_pass(jobs: Sequence[Job]) -> dict[str, Any]:
         tool = n * at.tool_latency_s - costmodel.expected_max_latency(at, n)
         billed = costmodel.token_dividend_flattened(at, n)
         rows.append({
-            "task_id": w.task_id, "n": n, "tokens": tokens, "wall": dict(w.wall),
+            "task_id": w.task_id, "n": n, "tokens": tokens, "wall": {str(k): v for k, v in w.wall.items()},
             "dividend": {
-                "wall_s": w.wall["S"] - w.wall["F"],
+                "wall_s": w.wall[ArmLabel.S] - w.wall[ArmLabel.F],
                 "billed": tokens["S"]["billed"] - tokens["F"]["billed"],
                 "prefilled": tokens["S"]["prefilled"] - tokens["F"]["prefilled"],
             },

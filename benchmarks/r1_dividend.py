@@ -47,6 +47,7 @@ from harness.bench.analysis import estimate_regime, measure_windows
 from harness.bench.jobs import run_job
 from harness.bench.workload import WorkloadTask, generate_tasks
 from harness.engines.base import Engine
+from harness.loop.arm_label import ArmLabel
 from harness.runs.jobs import JobSpec
 from harness.toolsets.workspace import load_workspace_manifest
 
@@ -116,19 +117,19 @@ def decompose(jobs: Sequence[Job], regime: costmodel.Regime) -> list[dict[str, A
     by_key = {(j["task_id"], j["arm"], bool(j.get("eager"))): j for j in jobs}
     rows = []
     for w in measure_windows(jobs):
-        if "S" not in w.wall or "F" not in w.wall:
+        if ArmLabel.S not in w.wall or ArmLabel.F not in w.wall:
             continue
         s_job, f_job = by_key[(w.task_id, "S", False)], by_key[(w.task_id, "F", False)]
         s_tool = sum(c["finished"] - c["started"] for c in _window_calls(s_job, w.call_ids))
         f_window = next(x for x in f_job["windows"] if tuple(x["call_ids"]) == w.call_ids)
         tool = s_tool - float(f_window["tool_wall_s"])
         prefill = _span_prefill(s_job, w.call_ids) - _span_prefill(f_job, w.call_ids)
-        dividend = w.wall["S"] - w.wall["F"]
+        dividend = w.wall[ArmLabel.S] - w.wall[ArmLabel.F]
         n = w.n
         tool_pred = n * regime.tool_latency_s - costmodel.expected_max_latency(regime, n)
         predicted = costmodel.wall_dividend_flattened(regime, n)
         rows.append({
-            "task_id": w.task_id, "n": n, "wall": dict(w.wall),
+            "task_id": w.task_id, "n": n, "wall": {str(k): v for k, v in w.wall.items()},
             "dividend": dividend, "predicted": predicted, "ratio": dividend / predicted,
             "tool_hidden": tool, "tool_hidden_predicted": tool_pred,
             "prefill_saved": prefill, "prefill_saved_predicted": predicted - tool_pred,

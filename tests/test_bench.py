@@ -25,6 +25,7 @@ from harness.bench.analysis import (
 )
 from harness.bench.runner import BenchPlan, plan_jobs, run_bench
 from harness.costmodel import Regime
+from harness.loop.arm_label import ArmLabel
 from harness.runs.resume import load_results
 from harness.testing import ScriptedEngine
 
@@ -36,7 +37,7 @@ def windows_with_dividend(fraction: float, n: int = 6, count: int = 4) -> list[W
     out = []
     for i in range(count):
         w = WindowMeasure(f"t{i}", n, tuple(f"call_{k}" for k in range(n)))
-        w.wall = {"S": 20.0, "F": 20.0 - fraction * predicted}
+        w.wall = {ArmLabel.S: 20.0, ArmLabel.F: 20.0 - fraction * predicted}
         out.append(w)
     return out
 
@@ -241,7 +242,9 @@ def test_measured_windows_pair_the_arms_of_one_task(tmp_path: Path) -> None:
     )
     windows = measure_windows(load_results(tmp_path / "results.jsonl"))
     assert sorted(w.n for w in windows) == [6, 9]
-    assert all(set(w.wall) == {"S", "F", "F+eager", "P"} for w in windows)
+    assert all(
+        set(w.wall) == {ArmLabel.S, ArmLabel.F, ArmLabel.F_EAGER, ArmLabel.P} for w in windows
+    )
     assert {row["n"] for row in summary["per_n"]} == {6, 9}
 
 

@@ -110,12 +110,13 @@ def span(job: Job, call_ids: Iterable[str]) -> float | None:
 
 @dataclass
 class WindowMeasure:
-    """One certified window of a task measured in every arm that ran it (seconds, tokens)."""
+    """One certified window of a task measured in every arm that ran it (seconds, tokens):
+    ``wall`` by arm label."""
 
     task_id: str
     n: int
     call_ids: tuple[str, ...]
-    wall: dict[str, float] = field(default_factory=dict)
+    wall: dict[ArmLabel, float] = field(default_factory=dict)
 
 
 def job_label(job: Job) -> ArmLabel:
@@ -127,21 +128,21 @@ def job_label(job: Job) -> ArmLabel:
 
 
 def arm_key(job: Job) -> str:
-    """The job's label as text, the key of the reports' tables: ``S``, ``F``, ``F+eager``,
-    ``F+spec``, ``P``, ``P+V``."""
+    """The job's label as text, as the reports' JSON and tables print it: ``S``, ``F``,
+    ``F+eager``, ``F+spec``, ``P``, ``P+V`` (their tables are keyed by :func:`job_label`)."""
     return str(job_label(job))
 
 
 def measure_windows(jobs: Sequence[Job], *, policy: str = "gold") -> list[WindowMeasure]:
     """Every window the F arm (schema-sound, no eager) certified, measured in each arm of the
     same task under ``policy``."""
-    by_task: dict[str, dict[str, Job]] = defaultdict(dict)
+    by_task: dict[str, dict[ArmLabel, Job]] = defaultdict(dict)
     for job in jobs:
         if job.get("policy") == policy and job.get("detector", "schema_sound") == "schema_sound":
-            by_task[job["task_id"]][arm_key(job)] = job
+            by_task[job["task_id"]][job_label(job)] = job
     out = []
     for task_id, arms in sorted(by_task.items()):
-        f_job = arms.get("F")
+        f_job = arms.get(ArmLabel.F)
         if f_job is None:
             continue
         for window in f_job.get("windows", []):
@@ -279,9 +280,9 @@ def verdict_r1(
     is reported but not judged (``held`` is ``None``); ``python -m
     benchmarks.r1_dividend`` measures it at one loop."""
     pairs = [
-        (w, w.wall["S"] - w.wall["F"])
+        (w, w.wall[ArmLabel.S] - w.wall[ArmLabel.F])
         for w in windows
-        if w.n >= min_n and "S" in w.wall and "F" in w.wall
+        if w.n >= min_n and ArmLabel.S in w.wall and ArmLabel.F in w.wall
     ]
     if not pairs:
         return Verdict(
@@ -347,27 +348,28 @@ def verdict_r2(jobs: Sequence[Job]) -> Verdict:
 def _paired(
     jobs: Sequence[Job], field_name: str, *, kinds: Sequence[str], policy: str = "gold"
 ) -> list[float]:
-    by_task: dict[str, dict[str, Job]] = defaultdict(dict)
+    by_task: dict[str, dict[ArmLabel, Job]] = defaultdict(dict)
     for job in jobs:
         if (
             job.get("policy") == policy
             and job.get("kind") in kinds
             and job.get("detector", "schema_sound") == "schema_sound"
         ):
-            by_task[job["task_id"]][arm_key(job)] = job
+            by_task[job["task_id"]][job_label(job)] = job
+    s, f = ArmLabel.S, ArmLabel.F
     return [
-        float(arms["S"]["summary"][field_name] - arms["F"]["summary"][field_name])
+        float(arms[s]["summary"][field_name] - arms[f]["summary"][field_name])
         for arms in by_task.values()
-        if "S" in arms and "F" in arms
+        if s in arms and f in arms
     ]
 
 
 def _accuracy(
-    jobs: Sequence[Job], arm: str, policy: str, detector: str = "schema_sound"
+    jobs: Sequence[Job], label: ArmLabel, policy: str, detector: str = "schema_sound"
 ) -> tuple[int, int]:
     chosen = [
         j for j in jobs
-        if arm_key(j) == arm and j.get("policy") == policy and j.get("kind") in ("fan_out", "chain", "mixed")
+        if job_label(j) == label and j.get("policy") == policy and j.get("kind") in ("fan_out", "chain", "mixed")
         and j.get("detector", "schema_sound") == detector
     ]  # fmt: skip
     return sum(1 for j in chosen if j.get("success")), len(chosen)
@@ -382,8 +384,8 @@ def verdict_r3(jobs: Sequence[Job], *, budget_pp: float = 1.0) -> Verdict:
     held: bool | None = None
     figures: dict[str, Any] = {}
     for policy in ("model", "gold", "oracle"):
-        s_ok, s_n = _accuracy(jobs, "S", policy)
-        f_ok, f_n = _accuracy(jobs, "F", policy)
+        s_ok, s_n = _accuracy(jobs, ArmLabel.S, policy)
+        f_ok, f_n = _accuracy(jobs, ArmLabel.F, policy)
         if not s_n or not f_n:
             continue
         delta = 100 * (f_ok / f_n - s_ok / s_n)
@@ -391,8 +393,8 @@ def verdict_r3(jobs: Sequence[Job], *, budget_pp: float = 1.0) -> Verdict:
         held = ok if held is None else held and ok
         parts.append(f"{policy} policy: S {s_ok}/{s_n}, F {f_ok}/{f_n}, Δ {delta:+.1f}pp")
         figures[policy] = {"S": [s_ok, s_n], "F": [f_ok, f_n], "delta_pp": delta}
-    h_ok, h_n = _accuracy(jobs, "F", "oracle", "phase_heuristic")
-    s_ok, s_n = _accuracy(jobs, "S", "oracle")
+    h_ok, h_n = _accuracy(jobs, ArmLabel.F, "oracle", "phase_heuristic")
+    s_ok, s_n = _accuracy(jobs, ArmLabel.S, "oracle")
     if h_n and s_n:
         delta = 100 * (h_ok / h_n - s_ok / s_n)
         parts.append(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,9 +17,9 @@ from typing import Any
 from harness import costmodel
 from harness.bench.analysis import (
     WindowMeasure,
-    arm_key,
     bfcl_gaps,
     estimate_regime,
+    job_label,
     measure_windows,
     verdict_null,
     verdict_r1,
@@ -38,11 +38,18 @@ from harness.bench.report_family import (
 from harness.bench.workload import ALL_KINDS
 from harness.costmodel import Regime
 from harness.costmodel.speculation import wall_time_speculative
-from harness.loop.arm_label import ARM_LABEL_NAMES
+from harness.loop.arm_label import ARM_LABEL_NAMES, ARM_LABELS, ArmLabel
 
 __all__ = ("write_report",)
 
-ARMS = ARM_LABEL_NAMES
+#: The closed form of each arm label that has one: the wall time of a window of n calls.
+CLOSED_FORMS: dict[ArmLabel, Callable[[Regime, int], float]] = {
+    ArmLabel.S: costmodel.wall_time_serial,
+    ArmLabel.F: costmodel.wall_time_flattened,
+    ArmLabel.P: costmodel.wall_time_parallel,
+    ArmLabel.P_V: costmodel.wall_time_parallel_validated,
+    ArmLabel.F_SPEC: wall_time_speculative,
+}
 
 
 def _per_n(windows: Sequence[WindowMeasure], regime: Regime) -> list[dict[str, Any]]:
@@ -53,26 +60,26 @@ def _per_n(windows: Sequence[WindowMeasure], regime: Regime) -> list[dict[str, A
     for n in sorted(by_n):
         group = by_n[n]
         measured = {
-            arm: statistics.median([w.wall[arm] for w in group if arm in w.wall])
-            for arm in ARMS
-            if any(arm in w.wall for w in group)
+            str(label): statistics.median([w.wall[label] for w in group if label in w.wall])
+            for label in ARM_LABELS
+            if any(label in w.wall for w in group)
         }
-        dividends = [w.wall["S"] - w.wall["F"] for w in group if "S" in w.wall and "F" in w.wall]
+        dividends = [
+            w.wall[ArmLabel.S] - w.wall[ArmLabel.F]
+            for w in group
+            if ArmLabel.S in w.wall and ArmLabel.F in w.wall
+        ]
         eager = [
-            w.wall["F"] - w.wall["F+eager"] for w in group if "F" in w.wall and "F+eager" in w.wall
+            w.wall[ArmLabel.F] - w.wall[ArmLabel.F_EAGER]
+            for w in group
+            if ArmLabel.F in w.wall and ArmLabel.F_EAGER in w.wall
         ]
         rows.append(
             {
                 "n": n,
                 "windows": len(group),
                 "measured": measured,
-                "predicted": {
-                    "S": costmodel.wall_time_serial(regime, n),
-                    "F": costmodel.wall_time_flattened(regime, n),
-                    "P": costmodel.wall_time_parallel(regime, n),
-                    "P+V": costmodel.wall_time_parallel_validated(regime, n),
-                    "F+spec": wall_time_speculative(regime, n),
-                },
+                "predicted": {str(label): wall(regime, n) for label, wall in CLOSED_FORMS.items()},
                 "dividend_F_measured": statistics.median(dividends) if dividends else None,
                 "dividend_F_predicted": costmodel.wall_dividend_flattened(regime, n),
                 "eager_extra_saving": statistics.median(eager) if eager else None,
@@ -84,29 +91,29 @@ def _per_n(windows: Sequence[WindowMeasure], regime: Regime) -> list[dict[str, A
 def _tokens_by_arm(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = defaultdict(dict)
     for kind in ALL_KINDS:
-        for arm in ARMS:
+        for label in ARM_LABELS:
             bills = [
                 j["summary"]["billed_tokens"]
                 for j in jobs
-                if j.get("kind") == kind and arm_key(j) == arm and j.get("policy") == "gold"
+                if j.get("kind") == kind and job_label(j) == label and j.get("policy") == "gold"
                 and j.get("detector") == "schema_sound" and j.get("summary")
             ]  # fmt: skip
             if bills:
-                out[kind][arm] = statistics.fmean(bills)
+                out[kind][str(label)] = statistics.fmean(bills)
     return dict(out)
 
 
 def _accuracy(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, list[int]]]:
     out: dict[str, dict[str, list[int]]] = defaultdict(dict)
     for policy in ("gold", "oracle", "model"):
-        for arm in ARMS:
+        for label in ARM_LABELS:
             chosen = [
                 j for j in jobs
-                if j.get("kind") in ("fan_out", "chain", "mixed") and arm_key(j) == arm
+                if j.get("kind") in ("fan_out", "chain", "mixed") and job_label(j) == label
                 and j.get("policy") == policy and j.get("detector") == "schema_sound"
             ]  # fmt: skip
             if chosen:
-                out[policy][arm] = [sum(1 for j in chosen if j["success"]), len(chosen)]
+                out[policy][str(label)] = [sum(1 for j in chosen if j["success"]), len(chosen)]
         heuristic = [
             j for j in jobs
             if j.get("detector") == "phase_heuristic" and j.get("policy") == policy
@@ -222,7 +229,7 @@ def _speculation(jobs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float
     for kind in ("fan_out", "chain", "mixed"):
         windows = [
             w for j in jobs
-            if j.get("kind") == kind and arm_key(j) == "F+spec" and j.get("policy") == "gold"
+            if j.get("kind") == kind and job_label(j) == ArmLabel.F_SPEC and j.get("policy") == "gold"
             for w in j.get("windows", [])
         ]  # fmt: skip
         if not windows:
@@ -322,11 +329,13 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
         "",
         "## Billed tokens per task (gold policy, mean)",
         "",
-        "| kind | " + " | ".join(ARMS) + " |",
-        "|---" * (len(ARMS) + 1) + "|",
+        "| kind | " + " | ".join(ARM_LABEL_NAMES) + " |",
+        "|---" * (len(ARM_LABEL_NAMES) + 1) + "|",
     ]
     for kind, arms in summary["tokens_by_arm"].items():
-        lines.append(f"| {kind} | " + " | ".join(format_cell(arms.get(a), 0) for a in ARMS) + " |")
+        lines.append(
+            f"| {kind} | " + " | ".join(format_cell(arms.get(a), 0) for a in ARM_LABEL_NAMES) + " |"
+        )
     lines += [
         "",
         "## Task accuracy (gold label met)",
@@ -402,30 +411,32 @@ def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:
     if rows:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         ns = list(range(2, max(r["n"] for r in rows) + 1))
-        curves = {
-            "S": costmodel.wall_time_serial, "F": costmodel.wall_time_flattened,
-            "P": costmodel.wall_time_parallel, "P+V": costmodel.wall_time_parallel_validated,
-            "F+spec": wall_time_speculative,
-        }  # fmt: skip
         colors = {
-            "S": "tab:red",
-            "F": "tab:blue",
-            "F+eager": "tab:cyan",
-            "F+spec": "tab:purple",
-            "P": "tab:green",
-            "P+V": "tab:olive",
+            ArmLabel.S: "tab:red",
+            ArmLabel.F: "tab:blue",
+            ArmLabel.F_EAGER: "tab:cyan",
+            ArmLabel.F_SPEC: "tab:purple",
+            ArmLabel.P: "tab:green",
+            ArmLabel.P_V: "tab:olive",
         }
         ran = {arm for r in rows for arm in r["measured"]}  # the legend lists only arms that ran
-        for arm, fn in curves.items():
-            if arm in ran:
+        for label, fn in CLOSED_FORMS.items():
+            if str(label) in ran:
                 ax.plot(
-                    ns, [fn(regime, n) for n in ns], color=colors[arm], label=f"{arm} closed form"
+                    ns,
+                    [fn(regime, n) for n in ns],
+                    color=colors[label],
+                    label=f"{label} closed form",
                 )
-        for arm in ARMS:
+        for label in ARM_LABELS:
+            arm = str(label)
             pts = [(r["n"], r["measured"][arm]) for r in rows if arm in r["measured"]]
             if pts:
                 ax.scatter(
-                    *zip(*pts, strict=True), color=colors[arm], marker="o", label=f"{arm} measured"
+                    *zip(*pts, strict=True),
+                    color=colors[label],
+                    marker="o",
+                    label=f"{arm} measured",
                 )
         ax.set_xlabel("window size n")
         ax.set_ylabel("wall time per window (s)")
@@ -439,7 +450,9 @@ def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:
     if tokens:
         fig, ax = plt.subplots(figsize=(7, 4))
         kinds = list(tokens)
-        arms = [arm for arm in ARMS if any(arm in tokens[k] for k in kinds)]  # only arms that ran
+        arms = [
+            arm for arm in ARM_LABEL_NAMES if any(arm in tokens[k] for k in kinds)
+        ]  # only arms that ran
         width = 0.8 / max(1, len(arms))
         for i, arm in enumerate(arms):
             ax.bar(

@@ -16,22 +16,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.bench.analysis import arm_key, gap_pp, wilson_interval
+from harness.bench.analysis import gap_pp, job_label, wilson_interval
 from harness.bench.report_facts import reviewed_messages
 from harness.bench.workload import ALL_KINDS, generate_family
-from harness.loop.arm_label import ARM_LABEL_NAMES
+from harness.loop.arm_label import ARM_LABELS, ArmLabel
 
 __all__ = ("answer_baselines", "family_accuracy", "family_markdown", "validator_by_family")
 
 Job = Mapping[str, Any]
-ARMS = ARM_LABEL_NAMES
 POLICIES = ("gold", "oracle", "model")
 
 
-def _chosen(jobs: Sequence[Job], kind: str, policy: str, arm: str) -> list[Job]:
+def _chosen(jobs: Sequence[Job], kind: str, policy: str, label: ArmLabel) -> list[Job]:
     return [
         j for j in jobs
-        if j.get("kind") == kind and j.get("policy") == policy and arm_key(j) == arm
+        if j.get("kind") == kind and j.get("policy") == policy and job_label(j) == label
         and j.get("detector", "schema_sound") == "schema_sound"
     ]  # fmt: skip
 
@@ -42,22 +41,22 @@ def family_accuracy(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, dict[s
     out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for kind in ALL_KINDS:
         for policy in POLICIES:
-            rows: dict[str, dict[str, Any]] = {}
-            for arm in ARMS:
-                chosen = _chosen(jobs, kind, policy, arm)
+            rows: dict[ArmLabel, dict[str, Any]] = {}
+            for label in ARM_LABELS:
+                chosen = _chosen(jobs, kind, policy, label)
                 if not chosen:
                     continue
                 ok = sum(1 for j in chosen if j.get("success"))
                 low, high = wilson_interval(ok, len(chosen))
-                rows[arm] = {"solved": ok, "n": len(chosen), "ci": [low, high]}
-            s = rows.get("S")
-            for arm, row in rows.items():
-                if s is not None and arm != "S":
+                rows[label] = {"solved": ok, "n": len(chosen), "ci": [low, high]}
+            s = rows.get(ArmLabel.S)
+            for label, row in rows.items():
+                if s is not None and label != ArmLabel.S:
                     gap, low, high = gap_pp((s["solved"], s["n"]), (row["solved"], row["n"]))
                     row["minus_S_pp"] = 0.0 - gap  # never -0.0
                     row["minus_S_ci_pp"] = [0.0 - high, 0.0 - low]
             if rows:
-                out.setdefault(kind, {})[policy] = rows
+                out.setdefault(kind, {})[policy] = {str(label): row for label, row in rows.items()}
     return out
 
 
@@ -66,11 +65,12 @@ def validator_by_family(jobs: Sequence[Job]) -> dict[str, dict[str, dict[str, An
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for kind in ALL_KINDS:
         for policy in POLICIES:
-            pv = _chosen(jobs, kind, policy, "P+V")
+            pv = _chosen(jobs, kind, policy, ArmLabel.P_V)
             if not pv:
                 continue
             p_solved = {
-                j["task_id"]: bool(j.get("success")) for j in _chosen(jobs, kind, policy, "P")
+                j["task_id"]: bool(j.get("success"))
+                for j in _chosen(jobs, kind, policy, ArmLabel.P)
             }
             windows = sum(len(j.get("windows", [])) for j in pv)
             reviewed = reviewed_messages(pv)

@@ -24,7 +24,7 @@ switches ran (the switches only count for F, and speculation runs its misses eag
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from harness.errors import ConfigError
 
@@ -38,7 +38,18 @@ ARMS: tuple[Arm, ...] = ("S", "F", "P", "P+V")
 class ArmLabel:
     """One of the six labels. ``eager`` and ``speculate`` are F's
     (:class:`~harness.loop.FlattenSettings`); ``speculate`` comes with ``eager``
-    (``F+spec`` is F+eager with speculation). Any other combination is a ``ConfigError``."""
+    (``F+spec`` is F+eager with speculation). Any other combination is a ``ConfigError``.
+
+    The six are also class attributes, for code that keys a table by label:
+    ``ArmLabel.S``, ``ArmLabel.F``, ``ArmLabel.F_EAGER``, ``ArmLabel.F_SPEC``, ``ArmLabel.P``,
+    ``ArmLabel.P_V``."""
+
+    S: ClassVar[ArmLabel]
+    F: ClassVar[ArmLabel]
+    F_EAGER: ClassVar[ArmLabel]
+    F_SPEC: ClassVar[ArmLabel]
+    P: ClassVar[ArmLabel]
+    P_V: ClassVar[ArmLabel]
 
     arm: Arm
     eager: bool = False
@@ -76,14 +87,20 @@ class ArmLabel:
         return f"{self.arm}+eager" if self.eager else self.arm
 
 
+ArmLabel.S = ArmLabel("S")
+ArmLabel.F = ArmLabel("F")
+ArmLabel.F_EAGER = ArmLabel("F", eager=True)
+ArmLabel.F_SPEC = ArmLabel("F", eager=True, speculate=True)
+ArmLabel.P = ArmLabel("P")
+ArmLabel.P_V = ArmLabel("P+V")
 #: The six labels, in the order the CLI, the benchmarks and the reports list them.
 ARM_LABELS: tuple[ArmLabel, ...] = (
-    ArmLabel("S"),
-    ArmLabel("F"),
-    ArmLabel("F", eager=True),
-    ArmLabel("F", eager=True, speculate=True),
-    ArmLabel("P"),
-    ArmLabel("P+V"),
+    ArmLabel.S,
+    ArmLabel.F,
+    ArmLabel.F_EAGER,
+    ArmLabel.F_SPEC,
+    ArmLabel.P,
+    ArmLabel.P_V,
 )
 #: Their text, for command-line choices and table columns.
 ARM_LABEL_NAMES: tuple[str, ...] = tuple(str(label) for label in ARM_LABELS)
