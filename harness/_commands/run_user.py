@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +32,7 @@ from harness.loop.task import Task
 from harness.skills.manifest import Manifest, load_manifest
 
 if TYPE_CHECKING:
-    from harness.runs.batch import BatchSummary, UserBatchPlan
-    from harness.tools.ref import ToolsetFactory
+    from harness.runs.batch import BatchSummary, UserBatch
 
 __all__ = ("USER_ARMS", "add_user_task_arguments", "is_user_task", "run_user_task")
 
@@ -204,7 +204,7 @@ def _check_inputs(manifest: Manifest | None, tasks: Sequence[Task]) -> None:
 def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> int:
     """``harness run`` with your own task or tasks (module docstring). ``resume``: the
     directory of a journaled run whose options were restored on ``args``."""
-    from harness.runs.batch import UserBatchPlan, check_gold_policy, run_user_job
+    from harness.runs.batch import UserBatch, UserBatchPlan, check_gold_policy, run_user_job
     from harness.runs.task_file import load_task_file, parse_inputs
     from harness.tools.ref import load_toolset
 
@@ -255,7 +255,16 @@ def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> in
     )
     if args.tasks is not None:
         journals = None if directory is None else directory / "jobs"
-        return _run_batch(args, plan, tasks, factory, manifest, journals, damaged)
+        batch = UserBatch(
+            plan,
+            tuple(tasks),
+            factory,
+            manifest,
+            retry_failed=args.retry_failed,
+            journals=journals,
+            damaged=damaged,
+        )
+        return _run_batch(args, batch)
     specs = plan.specs()
     if resume is not None:
         check_arm_folders(resume, [s.label for s in specs])
@@ -310,30 +319,20 @@ def _with_skill(task: Task, skill: str | None, manifest: Manifest | None) -> Tas
     return task
 
 
-def _run_batch(
-    args: argparse.Namespace,
-    plan: UserBatchPlan,
-    tasks: list[Task],
-    factory: ToolsetFactory,
-    manifest: Manifest | None,
-    journals: Path | None,
-    damaged: OnDamage,
-) -> int:
+def _run_batch(args: argparse.Namespace, batch: UserBatch) -> int:
     from harness.runs.batch import UserJobRunner, run_user_batch
+
+    plan, journals = batch.plan, batch.journals
 
     async def go() -> BatchSummary:
         if getattr(args, "ray", None) is not None:
-            runner = UserJobRunner(plan, tasks)
+            runner = UserJobRunner(plan, batch.tasks)
             async with open_ray_pool(args, runner, plan.out, plan.concurrency) as pool:
-                return await run_user_batch(
-                    None, plan, tasks, factory, manifest,
-                    retry_failed=args.retry_failed, executor=pool,
-                )  # fmt: skip
+                # the pool journals each job in its own folder under --out
+                ray_batch = replace(batch, journals=None, damaged="refuse")
+                return await run_user_batch(None, ray_batch, executor=pool)
         async with open_engine(args) as engine:
-            return await run_user_batch(
-                engine, plan, tasks, factory, manifest, retry_failed=args.retry_failed,
-                journals=journals, damaged=damaged,
-            )  # fmt: skip
+            return await run_user_batch(engine, batch)
 
     resume = (
         f"`harness run --resume {journals.parent}`"
@@ -348,7 +347,7 @@ def _run_batch(
     return _report(
         args,
         summary.selected,
-        f"{len(tasks)} task(s) from {args.tasks}, results in {summary.results} "
+        f"{len(batch.tasks)} task(s) from {args.tasks}, results in {summary.results} "
         f"({summary.ran} run now, {summary.skipped} kept from before)",
     )
 

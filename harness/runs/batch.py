@@ -8,9 +8,11 @@ from a factory, :mod:`harness.tools.ref`) and returns the same JSON-ready job di
 the final transcript as OpenAI-format messages. A task without a gold label succeeds when it
 finishes; one with a label is scored (:func:`harness.runs.task_file.failures`).
 
-:func:`run_user_batch` runs every task of a task file under every chosen arm, ``concurrency``
-jobs at a time on one engine, and appends each finished job to ``out/results.jsonl`` with
-``harness bench``'s resume machinery: the directory is locked, ``plan.json`` fingerprints the
+:func:`run_user_batch` runs a :class:`UserBatch` (the plan, the tasks of a task file, the
+toolset and manifest, how to treat earlier runs): every task under every chosen arm,
+``concurrency`` jobs at a time on one engine, each finished job appended to
+``out/results.jsonl`` with the resume machinery ``harness bench`` shares
+(:mod:`harness.runs.resume`): the directory is locked, ``plan.json`` fingerprints the
 plan (the task file's and manifest's contents, the toolset reference, arms and settings) so
 results of two plans never mix, finished jobs are skipped when the same command runs again,
 engine failures always run again and other errors with ``retry_failed``. With an
@@ -53,6 +55,7 @@ from harness.tools.ref import ToolsetFactory, load_toolset
 
 __all__ = (
     "BatchSummary",
+    "UserBatch",
     "UserBatchPlan",
     "UserJobRunner",
     "check_gold_policy",
@@ -268,27 +271,37 @@ class UserJobRunner:
         raise ConfigError(f"Job {job!r} is not in the batch of {self.plan.tasks_file}.")
 
 
+@dataclass(frozen=True)
+class UserBatch:
+    """One batch to run: its :class:`UserBatchPlan` (what it covers, fingerprinted), the tasks,
+    the toolset factory and the manifest they run with, and how this run treats the batch's
+    earlier runs: ``retry_failed`` (run again the jobs that errored; engine failures always
+    run again), ``journals`` (journal every job in its own folder there, ``harness run --tasks
+    FILE --journal DIR``, so a job killed with the batch, or one run again after an error,
+    resumes from its journal instead of repeating its writes; a job the results file holds
+    whose journal folder is gone is refused) and ``damaged`` (what to do with a damaged
+    journal)."""
+
+    plan: UserBatchPlan
+    tasks: tuple[Task, ...]
+    toolset: ToolsetFactory
+    manifest: Manifest | None
+    retry_failed: bool = False
+    journals: Path | None = None
+    damaged: OnDamage = "refuse"
+
+
 async def run_user_batch(
     engine: Engine | None,
-    plan: UserBatchPlan,
-    tasks: Sequence[Task],
-    toolset: ToolsetFactory,
-    manifest: Manifest | None,
+    batch: UserBatch,
     *,
-    retry_failed: bool = False,
     progress: Progress | None = None,
     executor: JobExecutor | None = None,
-    journals: Path | None = None,
-    damaged: OnDamage = "refuse",
 ) -> BatchSummary:
-    """Run (or resume) the batch; return its :class:`BatchSummary` over the plan's jobs
+    """Run (or resume) ``batch``; return its :class:`BatchSummary` over the plan's jobs
     (module docstring). With ``executor`` the jobs run there (``engine`` is not used) and this
-    process still writes every result.
-
-    ``journals``: journal every job in its own folder there (``harness run --tasks FILE
-    --journal DIR``), so a job killed with the batch, or one run again after an error, resumes
-    from its journal instead of repeating its writes (``damaged``: what to do with a damaged
-    journal). A job the results file holds whose journal folder is gone is refused."""
+    process still writes every result."""
+    plan = batch.plan
     try:
         lock = lock_directory(
             plan.out,
@@ -300,10 +313,7 @@ async def run_user_batch(
     except OSError as exc:
         raise io_error(plan.out, exc, "create") from None
     try:
-        return await _run_locked(
-            engine, plan, tasks, toolset, manifest, retry_failed, progress, executor,
-            journals, damaged,
-        )  # fmt: skip
+        return await _run_locked(engine, batch, progress, executor)
     except OSError as exc:  # the results file or plan.json: the batch cannot be recorded
         raise io_error(plan.out, exc, "write to") from None
     finally:
@@ -312,21 +322,16 @@ async def run_user_batch(
 
 async def _run_locked(
     engine: Engine | None,
-    plan: UserBatchPlan,
-    tasks: Sequence[Task],
-    toolset: ToolsetFactory,
-    manifest: Manifest | None,
-    retry_failed: bool,
+    batch: UserBatch,
     progress: Progress | None,
     executor: JobExecutor | None,
-    journals: Path | None = None,
-    damaged: OnDamage = "refuse",
 ) -> BatchSummary:
+    plan, tasks, journals = batch.plan, batch.tasks, batch.journals
     results_path = plan.out / "results.jsonl"
     jobs = load_results(results_path)
     check_plan(plan.out, plan.settings(), plan.fingerprint(), has_results=bool(jobs))
     planned = [(task, spec) for task in tasks for spec in plan.specs()]
-    rerun = {j["job_id"] for j in jobs if rerun_on_resume(j, retry_failed)}
+    rerun = {j["job_id"] for j in jobs if rerun_on_resume(j, batch.retry_failed)}
     done = {j["job_id"] for j in jobs} - rerun
     todo = [(t, s) for t, s in planned if job_id(t.id, s) not in done]
     if journals is not None:
@@ -352,7 +357,13 @@ async def _run_locked(
                 key = job_id(task.id, spec)
                 durable = None if journals is None else job_directory(journals, key)
                 job = await run_user_job(
-                    engine, task, toolset, spec, manifest, durable=durable, damaged=damaged
+                    engine,
+                    task,
+                    batch.toolset,
+                    spec,
+                    batch.manifest,
+                    durable=durable,
+                    damaged=batch.damaged,
                 )
         jobs.append(job)
         with open_append(results_path) as out:  # a torn line from a crash is ended first
