@@ -168,10 +168,12 @@ async def test_the_proxy_has_the_loops_stuck_guard() -> None:
     assert "same call" in response.text or "identical" in response.text, response.text
 
 
-async def test_the_proxy_handles_a_cut_off_reply_as_the_loop_does() -> None:
-    # A reply cut at max_tokens with no call: the loop tells the model and generates again;
-    # the client never sees the cut-off reply or the note, and its next request (which does
-    # not hold them) still continues the same conversation.
+async def test_the_proxy_passes_a_cut_off_reply_on_as_the_serial_run_does() -> None:
+    # A reply cut at max_tokens with no call, at a request's first generation (no window is
+    # open): the client gets it as a direct run (or X-Harness-Arm: S) gives it, finish_reason
+    # "length", in one generation — the loop does not count it a mistake and generate again,
+    # which the client never asked for (an upstream that always rambles was a 500 after four).
+    # The client's next request continues from its history.
     replies = iter(
         [
             Completion("partial", finish_reason="length"),
@@ -190,21 +192,28 @@ async def test_the_proxy_handles_a_cut_off_reply_as_the_loop_does() -> None:
             "/chat/completions", json={"model": "m", "messages": messages, "tools": _TOOLS}
         )
         assert first.status_code == 200, first.text
-        assert first.headers["x-harness-generations"] == "2"
-        message = first.json()["choices"][0]["message"]
-        assert message["tool_calls"][0]["function"]["name"] == "read_doc"
-        messages.append(message)
-        call_id = message["tool_calls"][0]["id"]
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": "A"})
+        assert first.headers["x-harness-generations"] == "1"
+        choice = first.json()["choices"][0]
+        assert choice["finish_reason"] == "length"
+        assert choice["message"]["content"] == "partial"
+        messages += [choice["message"], {"role": "user", "content": "Go on."}]
         second = await http.post(
             "/chat/completions", json={"model": "m", "messages": messages, "tools": _TOOLS}
         )
         assert second.status_code == 200, second.text
-        assert second.json()["choices"][0]["message"]["content"] == "done"
-    # the last generation saw the cut-off exchange (the loop's transcript), the client did not
-    last = engine.requests[-1].messages
-    assert any("cut off" in str(m.get("content")) for m in last)
-    assert not any("cut off" in str(m.get("content")) for m in messages)
+        message = second.json()["choices"][0]["message"]
+        assert message["tool_calls"][0]["function"]["name"] == "read_doc"
+        messages.append(message)
+        call_id = message["tool_calls"][0]["id"]
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": "A"})
+        third = await http.post(
+            "/chat/completions", json={"model": "m", "messages": messages, "tools": _TOOLS}
+        )
+        assert third.status_code == 200, third.text
+        assert third.json()["choices"][0]["message"]["content"] == "done"
+    # every generation saw the client's history as the client holds it: no note of the loop's
+    assert len(engine.requests) == 3
+    assert not any("cut off" in str(m.get("content")) for r in engine.requests for m in r.messages)
 
 
 async def test_the_upstream_gets_its_own_argument_strings_back_for_a_serial_call() -> None:

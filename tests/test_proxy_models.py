@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from harness.messages import Completion, Timings, Usage
 from harness.proxy import in_process_client
 from harness.proxy.models import ChatBody, MessagesBody, ResponsesBody, validated
 from harness.proxy.protocol import BadRequest
@@ -180,6 +181,7 @@ async def test_stream_options_include_obfuscation_is_accepted() -> None:
         ("GET", "/messages", 405),
         ("POST", "/nothing", 404),
         ("POST", "/v2/messages", 404),
+        ("POST", "/messages/count_tokens", 404),
     ],
 )
 async def test_a_wrong_path_or_method_is_answered_in_the_apis_own_shape(
@@ -189,8 +191,33 @@ async def test_a_wrong_path_or_method_is_answered_in_the_apis_own_shape(
         response = await client.request(method, path, content=json.dumps({}))
     assert response.status_code == status
     body = response.json()
-    if path.endswith("/messages"):
+    if "/messages" in path:
         assert body["type"] == "error"
-        assert body["error"]["type"] in ("invalid_request_error", "not_found_error")
+        assert body["error"]["type"] == (
+            "not_found_error" if status == 404 else "invalid_request_error"
+        )
     else:
         assert body["error"]["type"] == "invalid_request_error"
+
+
+def _rambling(messages: Any, tools: Any) -> Completion:
+    """An upstream that never finishes within its budget: every reply cut, no call."""
+    return Completion("and then, and then", (), Usage(10, 0, 256), Timings(), "length")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("arm", ["F", "S"])
+async def test_a_reply_cut_at_max_tokens_is_the_clients_answer_as_the_serial_run_gives_it(
+    arm: str,
+) -> None:
+    engine = ScriptedEngine(_rambling)
+    async with in_process_client(make_app(engine)) as client:
+        response = await client.post(
+            "/chat/completions",
+            json={"model": "m", "messages": opening(), "tools": TOOLS, "harness_arm": arm},
+        )
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    assert choice["finish_reason"] == "length"
+    assert choice["message"]["content"] == "and then, and then"
+    assert len(engine.requests) == 1  # one generation, not the loop's retries

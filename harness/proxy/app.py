@@ -340,9 +340,8 @@ class ProxyService:
         if isinstance(event, Finished):
             completion = event.completion
             message: Message = {"role": "assistant", "content": completion.content}
-            body = chat_response(
-                request.model or self.config.model, message, completion.finish_reason, meter.usage
-            )
+            finish = "length" if meter.cut_off else completion.finish_reason
+            body = chat_response(request.model or self.config.model, message, finish, meter.usage)
             size = 0
         else:
             if not conversation.stateless:
@@ -760,8 +759,9 @@ def _error_response(
     path: str, status: int, message: str, *, kind: str = "invalid_request_error"
 ) -> JSONResponse:
     """An error outside the API routes' own handler (a wrong path or method, a missing API
-    key) in the error shape of the API the path names (Anthropic's for ``/messages``)."""
-    if path.rstrip("/").endswith("/messages"):
+    key) in the error shape of the API the path names (Anthropic's for ``/messages`` and
+    below it, e.g. ``/v1/messages/count_tokens``)."""
+    if "messages" in path.strip("/").split("/"):
         body = MessagesApi().error(message, status=status, kind=kind, param=None)
     else:
         body = error_body(message, kind=kind)

@@ -31,7 +31,7 @@ import json
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -158,6 +158,10 @@ class Meter:
     proxy_s: float = 0.0
     proxy_cpu_s: float = 0.0
     completions: list[Completion] = field(default_factory=list)
+    #: The request's first generation was cut at ``max_tokens`` with no call: it is the
+    #: client's answer as the serial run gives it (``finish_reason`` ``length``), not a
+    #: mistake for the loop to retry (:class:`MeteredEngine`).
+    cut_off: bool = False
 
 
 class MeteredEngine(ClosingContext):
@@ -210,6 +214,16 @@ class MeteredEngine(ClosingContext):
         if isinstance(completion, Completion):
             meter.usage = meter.usage + completion.usage
             meter.completions.append(completion)
+            if (
+                self._render is not None  # a conversation's run (the loop would retry it)
+                and meter.generations == 1  # no window is open at a request's first turn
+                and completion.finish_reason == "length"
+                and not completion.tool_calls
+            ):
+                # What a serial client gets: the cut reply as its answer. The loop would
+                # count it a mistake and generate again, which the client never asked for.
+                meter.cut_off = True
+                completion = replace(completion, finish_reason="stop")
         return completion
 
     async def aclose(self) -> None:
