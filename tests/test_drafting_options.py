@@ -105,9 +105,9 @@ def test_serve_drafts_on_its_embedded_engine_only(opened_with: list[dict[str, An
 
 
 def test_ray_workers_open_their_engines_with_the_proposer() -> None:
-    from harness._commands._ray_args import _engine_options
+    from harness._commands._engine_args import EngineOptions
 
-    options = _engine_options(
+    options = EngineOptions.from_args(
         argparse.Namespace(engine="vllm", speculate="window", draft_max_batch=2)
     )
     assert (options.speculate, options.draft_max_batch) == ("window", 2)

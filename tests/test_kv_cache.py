@@ -141,9 +141,9 @@ def test_serve_passes_the_cache_size_to_its_embedded_engine(
 
 
 def test_ray_workers_open_their_engines_with_the_cache_size() -> None:
-    from harness._commands._ray_args import _engine_options
+    from harness._commands._engine_args import EngineOptions
 
-    options = _engine_options(argparse.Namespace(engine="vllm", kv_cache_gib=0.5))
+    options = EngineOptions.from_args(argparse.Namespace(engine="vllm", kv_cache_gib=0.5))
     assert options.kv_cache_gib == 0.5
 
 

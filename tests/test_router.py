@@ -13,7 +13,7 @@ import anyio
 import httpx
 import pytest
 
-from harness._commands._engine_args import add_engine_arguments, open_engine
+from harness._commands._engine_args import EngineOptions, add_engine_arguments, open_engine
 from harness.engines.base import GenerationSettings
 from harness.engines.openai_http import OpenAIHTTPEngine
 from harness.engines.router import Router, conversation_key, split_base_urls
@@ -211,12 +211,12 @@ async def test_the_cli_takes_several_base_urls_and_a_routing_policy() -> None:
             "round_robin",
         ]
     )
-    async with open_engine(args) as engine:
+    async with open_engine(EngineOptions.from_args(args)) as engine:
         assert isinstance(engine, OpenAIHTTPEngine)
         assert engine.router is not None
         assert [r.url for r in engine.router.replicas] == URLS
         assert engine.router.policy == "round_robin"
     one = parser.parse_args(["--engine", "http", "--base-url", URLS[0]])
-    async with open_engine(one) as engine:
+    async with open_engine(EngineOptions.from_args(one)) as engine:
         assert isinstance(engine, OpenAIHTTPEngine)
         assert engine.router is None

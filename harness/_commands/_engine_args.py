@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from harness.engines.base import Engine
 from harness.errors import ConfigError
 
+if TYPE_CHECKING:
+    from harness.engines.router import Policy
+
 __all__ = (
+    "EngineOptions",
     "add_engine_arguments",
     "add_kv_cache_argument",
     "announce_engine_start",
@@ -105,23 +110,59 @@ def add_drafting_arguments(group: argparse._ActionsContainer) -> None:
     )
 
 
+@dataclass(frozen=True)
+class EngineOptions:
+    """The engine a command's options name, read from the argparse namespace once
+    (:meth:`from_args`): which engine (``vllm``, ``http``, ``scripted``), the model, the HTTP
+    engine's servers, key and routing, and the in-process engine's dtype, KV cache size and
+    drafting. Plain values, so a Ray worker opens its engine from the same object."""
+
+    engine: str = "vllm"
+    model: str | None = None
+    base_url: Sequence[str] | None = None
+    api_key: str | None = None
+    routing: Policy = "affine"
+    dtype: str | None = None
+    kv_cache_gib: float | None = None
+    speculate: str | None = None
+    draft_max_batch: int | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> EngineOptions:
+        """The engine options on ``args`` (a command without one of them leaves its default)."""
+        return cls(
+            engine=getattr(args, "engine", "vllm"),
+            model=getattr(args, "model", None),
+            base_url=getattr(args, "base_url", None),
+            api_key=getattr(args, "api_key", None),
+            routing=getattr(args, "routing", "affine"),
+            dtype=getattr(args, "dtype", None),
+            kv_cache_gib=getattr(args, "kv_cache_gib", None),
+            speculate=getattr(args, "speculate", None),
+            draft_max_batch=getattr(args, "draft_max_batch", None),
+        )
+
+    def embedded_overrides(self) -> dict[str, Any]:
+        """The in-process engine's settings the options name (``--dtype``,
+        ``--kv-cache-gib``, ``--speculate``, ``--draft-max-batch``; a command without one
+        leaves its default, but drafting is on unless ``--speculate none``:
+        :data:`DEFAULT_SPECULATE`, :data:`DEFAULT_DRAFT_MAX_BATCH`), checked now: a missing
+        extra is a one-line ConfigError before the engine starts."""
+        overrides: dict[str, Any] = {
+            name: value
+            for name, value in (("dtype", self.dtype), ("kv_cache_gib", self.kv_cache_gib))
+            if value is not None
+        }
+        return overrides | _drafting_overrides(self.speculate, self.draft_max_batch)
+
+
 def embedded_engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The in-process engine's settings the options name (``--dtype``, ``--kv-cache-gib``,
-    ``--speculate``, ``--draft-max-batch``; a command without one leaves its default, but
-    drafting is on unless ``--speculate none``: :data:`DEFAULT_SPECULATE`,
-    :data:`DEFAULT_DRAFT_MAX_BATCH`), checked now: a missing extra is a one-line ConfigError
-    before the engine starts."""
-    overrides: dict[str, Any] = {
-        name: value
-        for name in ("dtype", "kv_cache_gib")
-        if (value := getattr(args, name, None)) is not None
-    }
-    return overrides | _drafting_overrides(args)
+    """:meth:`EngineOptions.embedded_overrides` of the options on ``args``."""
+    return EngineOptions.from_args(args).embedded_overrides()
 
 
-def _drafting_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    speculate = getattr(args, "speculate", None) or DEFAULT_SPECULATE
-    draft_max_batch = getattr(args, "draft_max_batch", None)
+def _drafting_overrides(speculate: str | None, draft_max_batch: int | None) -> dict[str, Any]:
+    speculate = speculate or DEFAULT_SPECULATE
     if draft_max_batch is not None and speculate != "window":
         raise ConfigError(
             f"--draft-max-batch is the window proposer's, not {speculate}'s: drop one of "
@@ -183,9 +224,9 @@ def announce_engine_start() -> None:
 
 
 @asynccontextmanager
-async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
-    """Open the engine the options name; closes it on exit."""
-    kind = getattr(args, "engine", "vllm")
+async def open_engine(options: EngineOptions) -> AsyncIterator[Engine]:
+    """Open the engine ``options`` name; closes it on exit."""
+    kind = options.engine
     if kind == "scripted":
         from harness.testing import ScriptedEngine
 
@@ -193,21 +234,21 @@ async def open_engine(args: argparse.Namespace) -> AsyncIterator[Engine]:
             yield scripted
         return
     if kind == "http":
-        if not args.base_url:
+        if not options.base_url:
             raise ConfigError("--engine http needs --base-url, e.g. http://127.0.0.1:8000/v1.")
         from harness.engines.openai_http import OpenAIHTTPEngine
 
         async with OpenAIHTTPEngine(
-            base_url=args.base_url,
-            model=args.model or "default",
-            api_key=args.api_key,
-            routing=getattr(args, "routing", "affine"),
+            base_url=options.base_url,
+            model=options.model or "default",
+            api_key=options.api_key,
+            routing=options.routing,
         ) as http:
             yield http
         return
     from harness.engines.vllm import open_default_engine
 
-    overrides = embedded_engine_overrides(args)
+    overrides = options.embedded_overrides()
     announce_engine_start()
-    async with open_default_engine(args.model, **overrides) as engine:
+    async with open_default_engine(options.model, **overrides) as engine:
         yield engine

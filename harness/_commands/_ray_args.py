@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from harness._commands._engine_args import open_engine
+from harness._commands._engine_args import EngineOptions, open_engine
 from harness.errors import ConfigError
 
 __all__ = ("add_ray_arguments", "check_ray_arguments", "open_ray_pool")
@@ -85,7 +85,7 @@ async def open_ray_pool(
 
     ray = require_ray()
     started = connect(args.ray)
-    opener: Callable[[], Any] = functools.partial(open_engine, _engine_options(args))
+    opener: Callable[[], Any] = functools.partial(open_engine, EngineOptions.from_args(args))
     try:
         async with RayPool(
             open_engine=opener,
@@ -99,19 +99,3 @@ async def open_ray_pool(
     finally:
         if started:
             ray.shutdown()
-
-
-def _engine_options(args: argparse.Namespace) -> argparse.Namespace:
-    """Only the engine options (what a worker needs to open its engine; all picklable)."""
-    names = (
-        "engine",
-        "model",
-        "base_url",
-        "routing",
-        "api_key",
-        "dtype",
-        "kv_cache_gib",
-        "speculate",
-        "draft_max_batch",
-    )
-    return argparse.Namespace(**{n: getattr(args, n, None) for n in names})

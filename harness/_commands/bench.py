@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from harness._commands._engine_args import add_engine_arguments, open_engine
+from harness._commands._engine_args import EngineOptions, add_engine_arguments, open_engine
 from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
 from harness._commands._guide_args import add_guide_arguments, guides
 from harness._commands._ray_args import add_ray_arguments, check_ray_arguments, open_ray_pool
@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
                     None, plan, scripted=args.engine == "scripted",
                     retry_failed=args.retry_failed, executor=pool,
                 )  # fmt: skip
-        async with open_engine(args) as engine:
+        async with open_engine(EngineOptions.from_args(args)) as engine:
             return await run_bench(
                 engine, plan, scripted=args.engine == "scripted", retry_failed=args.retry_failed
             )

@@ -275,9 +275,9 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[Engine]:
         async with fabric_demo_engine() as scripted:
             yield scripted
         return
-    from harness._commands._engine_args import open_engine
+    from harness._commands._engine_args import EngineOptions, open_engine
 
-    async with open_engine(args) as engine:
+    async with open_engine(EngineOptions.from_args(args)) as engine:
         yield engine
 
 

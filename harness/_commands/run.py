@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from harness._commands._engine_args import add_engine_arguments, open_engine
+from harness._commands._engine_args import EngineOptions, add_engine_arguments, open_engine
 from harness._commands._guide_args import GUIDES, add_guide_arguments, guides
 from harness._commands._ray_args import add_ray_arguments, check_ray_arguments
 from harness._commands._run_dir import (
@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def go() -> list[dict[str, Any]]:
         done = []
-        async with open_engine(args) as engine:
+        async with open_engine(EngineOptions.from_args(args)) as engine:
             for spec in specs:
                 durable = None if directory is None else arm_folder(directory, spec.label)
                 job = await run_job(engine, wt, spec, manifest, durable=durable, damaged=damaged)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from harness._commands._engine_args import open_engine
+from harness._commands._engine_args import EngineOptions, open_engine
 from harness._commands._guide_args import guides
 from harness._commands._ray_args import open_ray_pool
 from harness._commands._run_dir import arm_folder, check_arm_folders, record_run, resume_hint
@@ -271,7 +271,7 @@ def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> in
 
     async def go() -> list[dict[str, Any]]:
         done = []
-        async with open_engine(args) as engine:
+        async with open_engine(EngineOptions.from_args(args)) as engine:
             for spec in specs:
                 durable = None if directory is None else arm_folder(directory, spec.label)
                 job = await run_user_job(
@@ -331,7 +331,7 @@ def _run_batch(args: argparse.Namespace, batch: UserBatch) -> int:
                 # the pool journals each job in its own folder under --out
                 ray_batch = replace(batch, journals=None, damaged="refuse")
                 return await run_user_batch(None, ray_batch, executor=pool)
-        async with open_engine(args) as engine:
+        async with open_engine(EngineOptions.from_args(args)) as engine:
             return await run_user_batch(engine, batch)
 
     resume = (
