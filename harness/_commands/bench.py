@@ -46,7 +46,7 @@ with their counts), 2 for a usage mistake, 130/143 when interrupted by SIGINT/SI
 
 EPILOG = """\
 examples:
-  harness bench --quick                          # S vs F vs P, gold and model policy: ~4 minutes
+  harness bench --quick                          # S vs F vs P, gold and model policy: ~1 minute
   harness bench --out runs/full                  # the full protocol (tens of minutes on 2 CPU cores)
   harness bench --out runs/full                  # ...interrupted? the same command resumes
   harness bench --out runs/full --retry-failed   # ...and run the jobs that errored again
