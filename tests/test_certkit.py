@@ -347,7 +347,15 @@ def test_cli_json_has_the_documented_shape(capsys):
         "claim", "tool", "phase", "status", "examples", "reason", "counterexample",
     ]  # fmt: skip
     ce = claims["commutes"]["counterexample"]
-    assert list(ce) == ["calls", "message", "expected", "actual", "fix", "flaky", "nondeterministic"]
+    assert list(ce) == [
+        "calls",
+        "message",
+        "expected",
+        "actual",
+        "fix",
+        "flaky",
+        "nondeterministic",
+    ]
     assert list(ce["expected"]) == ["label", "results", "state", "details"]
     assert ce["calls"][0]["name"] == "open_ticket"
     assert claims["write_targets"]["status"] == "unverified"

@@ -72,9 +72,9 @@ examples:
   harness certify mypkg.tools:certifiable --examples 200 --seed 3
   harness certify tools.json                              # a spec file: what can be checked
   harness certify harness.toolsets.workspace --json > certify.json   # for CI
-  harness certify --mcp-server "npx -y @modelcontextprotocol/server-filesystem {{root}}" \
+  harness certify --mcp-server "npx -y @modelcontextprotocol/server-filesystem {{root}}" \\
       --effects fs-effects.toml --nondeterministic times --nondeterministic temp-names
-  harness certify --mcp-server "npx -y @modelcontextprotocol/server-memory" \
+  harness certify --mcp-server "npx -y @modelcontextprotocol/server-memory" \\
       --mcp-env MEMORY_FILE_PATH={{root}}/memory.json --effects memory-effects.toml
 
 exit status: 0 no claim is false, 1 a claim is false, 2 a usage error (bad TOOLSET, ...).

@@ -255,6 +255,10 @@ class RunningKit(KitView, Protocol):
     @property
     def examples(self) -> int: ...
 
+    @property
+    def explicit(self) -> Mapping[str, Sequence[Mapping[str, Any]]]:
+        """Per tool, the argument objects every per-tool claim tries first."""
+
     def execute(
         self,
         calls: Sequence[Call],

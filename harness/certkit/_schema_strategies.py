@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from harness.errors import ToolsetError
 
-__all__ = ("arguments_strategy", "from_schema")
+__all__ = ("arguments_strategy", "explicit_arguments", "from_schema", "simplest_arguments")
 
 Strategy = st.SearchStrategy[Any]
 
@@ -390,6 +390,15 @@ def explicit_arguments(
 
 
 _NONE = object()
+
+
+def simplest_arguments(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The simplest argument object ``schema`` accepts (every required argument at its
+    simplest value), or ``None`` when there is no obvious one or it does not validate."""
+    value = _simplest({**schema, "type": "object"})
+    if not isinstance(value, dict):
+        return None
+    return value if jsonschema.Draft202012Validator(dict(schema)).is_valid(value) else None
 
 
 def _simplest(schema: Any) -> Any:
