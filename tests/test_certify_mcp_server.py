@@ -243,3 +243,17 @@ def test_an_effects_file_keys_paths_under_its_root_and_writes_ancestors() -> Non
         effects_from_dict({"root": "/srv", "tools": {"t": {"identity": {"p": "exact"}}}})
     with pytest.raises(ConfigError, match="absolute"):
         effects_from_dict({"root": "srv", "tools": {}})
+
+
+@needs_servers
+def test_the_false_fill_benchmark_sees_lost_writes_and_none_under_honest_effects() -> None:
+    """benchmarks/mcp_false_fills measures F against S on hand-written windows, apart from
+    the kit: it must be able to fail (per-kind targets on the memory server lose a write)."""
+    from benchmarks.mcp_false_fills import false_fills, servers
+
+    memory = next(s for s in servers() if s.name == "memory")
+    certified, fills, _ = false_fills(memory, memory.declarations["honest"])
+    assert fills == 0
+    certified, fills, which = false_fills(memory, memory.declarations["targets per kind of record"])
+    assert certified >= 1
+    assert fills >= 1, which
