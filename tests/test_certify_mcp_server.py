@@ -86,8 +86,9 @@ def test_a_directory_maker_without_ancestors_is_flagged() -> None:
     del effects["tools"]["create_directory"]["ancestors"]  # type: ignore[index]
     report = _certify([str(FILESYSTEM), "{root}"], effects)
     assert _statuses(report)[("create_directory", "write_targets")] == "FALSE", report.render()
-    false = {(c.subject, c.claim) for c in report.false}
-    assert false <= {("create_directory", "write_targets"), ("windows of all tools", "commutes")}
+    # (two spellings that create one parent conflict only through it: identity and
+    # targets_canonical may see it too; nothing else is blamed)
+    assert {c.subject for c in report.false} <= {"create_directory", "windows of all tools"}
 
 
 @needs_servers

@@ -229,6 +229,10 @@ class KitView(Protocol):
     @property
     def strategies(self) -> Mapping[str, Any]: ...
 
+    @property
+    def explicit(self) -> Mapping[str, Sequence[Mapping[str, Any]]]:
+        """Per tool, the argument objects every per-tool claim tries first."""
+
     def once(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """One call run alone on a fresh state (memoised): an ``Observed``."""
 
@@ -254,10 +258,6 @@ class RunningKit(KitView, Protocol):
 
     @property
     def examples(self) -> int: ...
-
-    @property
-    def explicit(self) -> Mapping[str, Sequence[Mapping[str, Any]]]:
-        """Per tool, the argument objects every per-tool claim tries first."""
 
     def execute(
         self,

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import reject
@@ -41,7 +42,7 @@ from harness.certkit._base import (
     shared_resources,
     tool_call,
 )
-from harness.certkit._report import ClaimResult, Counterexample, Outcome
+from harness.certkit._report import ClaimName, ClaimResult, Counterexample, Outcome
 from harness.tools.effects import FOLD_STEPS, Fold
 from harness.tools.toolset import Tool
 
@@ -75,9 +76,18 @@ def _variant(
     return argument, variant
 
 
+#: The built-in fold steps from the mildest (merges the fewest names) to the strongest.
+_FOLD_STRENGTH = ("nfc", "strip", "whitespace", "path", "nfkc", "case")
+
+
 def _suggest(tool: Tool, argument: str, a: Any, b: Any) -> str:
     """A fold that makes the two spellings one name, if a built-in one does; a typed
     argument when the two are one value of a type the certifier knows."""
+    if tool.effect.identity_for(argument) is not None:
+        return (
+            f"identity={{'{argument}': ...}} that keys the two spellings as the store does "
+            "(a fold inside it), instead of a canonical= fold the identity function bypasses"
+        )
     typed = _typed_as(tool, argument, a, b)
     if typed:
         return (
@@ -85,7 +95,7 @@ def _suggest(tool: Tool, argument: str, a: Any, b: Any) -> str:
             f"receives by its type), or identity={{'{argument}': <the store's key function>}}"
         )
     if isinstance(a, str) and isinstance(b, str):
-        for step in FOLD_STEPS:
+        for step in sorted(FOLD_STEPS, key=_FOLD_STRENGTH.index):  # the mildest first
             fold = Fold((step,))
             if fold(a) == fold(b):
                 return f"canonical={{'{argument}': '{step}'}} (or a fold that includes '{step}')"
@@ -150,10 +160,16 @@ def check_targets_canonical(kit: KitView, name: str) -> ClaimResult:
     def body(data: st.DataObject) -> None:
         arguments = data.draw(kit.strategies[name], label="arguments")
         argument, variant = _variant(data, tool, arguments, feeding)
+        try:
+            pair(arguments, argument, variant)
+        except _Skip:
+            reject()
+
+    def pair(arguments: Mapping[str, Any], argument: str, variant: Any) -> None:
         other = {**arguments, argument: variant}
         first, second = tool.footprint(arguments), tool.footprint(other)
         if first.writes is None or second.writes is None or first.error or second.error:
-            reject()  # unknown targets: the certifier keeps such calls apart anyway
+            raise _Skip  # unknown targets: the certifier keeps such calls apart anyway
         assert first.writes is not None
         assert second.writes is not None
         if any_overlap(first.writes, second.writes):
@@ -191,11 +207,13 @@ def check_targets_canonical(kit: KitView, name: str) -> ClaimResult:
             )
         )
 
-    return kit._result(
+    return _explicit_then_drawn(
+        kit,
         "targets_canonical",
-        st.data(),
+        name,
+        feeding,
+        pair,
         body,
-        tool=name,
         empty="no argument that feeds its targets has another spelling to try",
     )
 
@@ -246,6 +264,11 @@ def identity_arguments(tool: Tool) -> dict[str, Callable[[Any], Any]]:
     return out
 
 
+class _Skip(Exception):
+    """An example with nothing to compare (hypothesis rejects it; an explicit pair is passed
+    over)."""
+
+
 class _Raised(Exception):
     def __init__(self, exc: Exception) -> None:
         super().__init__(f"{type(exc).__name__}: {exc}")
@@ -262,7 +285,7 @@ def _received(tool: Tool, arguments: Mapping[str, Any], argument: str) -> Any:
     """The value the tool function receives for ``argument`` (rejects invalid arguments)."""
     checked = tool.check(arguments)
     if checked.values is None or argument not in checked.values:
-        reject()
+        raise _Skip
     assert checked.values is not None
     return checked.values[argument]
 
@@ -281,6 +304,12 @@ def check_identity(kit: KitView, name: str) -> ClaimResult:
     def body(data: st.DataObject) -> None:
         arguments = data.draw(kit.strategies[name], label="arguments")
         argument, variant = _variant(data, tool, arguments, sorted(keyed))
+        try:
+            pair(arguments, argument, variant)
+        except _Skip:
+            reject()
+
+    def pair(arguments: Mapping[str, Any], argument: str, variant: Any) -> None:
         fn = keyed[argument]
         other = {**arguments, argument: variant}
         value, respelled = _received(tool, arguments, argument), _received(tool, other, argument)
@@ -290,7 +319,7 @@ def check_identity(kit: KitView, name: str) -> ClaimResult:
                 again = _apply(fn, key)
             other_key = _apply(fn, respelled)
         except _Raised:
-            reject()  # a value the store's key function refuses: nothing to compare
+            raise _Skip from None  # a value the store's key function refuses: nothing to compare
         if again is not None and again != key:
             raise Falsified(
                 Counterexample(
@@ -339,10 +368,59 @@ def check_identity(kit: KitView, name: str) -> ClaimResult:
             )
         )
 
-    return kit._result(
+    return _explicit_then_drawn(
+        kit,
         "identity",
-        st.data(),
+        name,
+        sorted(keyed),
+        pair,
         body,
-        tool=name,
         empty="no argument with an identity= function has another spelling to try",
     )
+
+
+#: At most this many explicit (arguments, other spelling) pairs per spelling claim.
+MAX_EXPLICIT_PAIRS = 240
+
+
+def _explicit_then_drawn(
+    kit: KitView,
+    claim: ClaimName,
+    name: str,
+    feeding: Sequence[str],
+    pair: Callable[[Mapping[str, Any], str, Any], None],
+    body: Callable[[st.DataObject], None],
+    *,
+    empty: str,
+) -> ClaimResult:
+    """Collisions on purpose: ``pair`` on each explicit argument object of the tool (each
+    example value, :attr:`Kit.explicit`) with each other spelling of each argument in
+    ``feeding`` (NFC and NFD, case, ``./a`` and ``a``, ...), before hypothesis draws; the
+    first false pair is the verdict (already minimal: one value, one spelling)."""
+    tool = kit.toolset[name]
+    tried = 0
+    for arguments in kit.explicit.get(name, []):
+        for argument in feeding:
+            if argument not in arguments:
+                continue
+            schema = argument_schema(tool, argument)
+            for variant in spellings(arguments[argument], schema, tool.parameters):
+                if tried >= MAX_EXPLICIT_PAIRS:
+                    break
+                if not tool.is_valid({**arguments, argument: variant}):
+                    continue
+                tried += 1
+                try:
+                    pair(arguments, argument, variant)
+                except _Skip:
+                    continue
+                except Falsified as exc:
+                    if exc.counterexample.nondeterministic:
+                        continue
+                    return ClaimResult(
+                        claim, "FALSE", tried - 1, name, None, "", exc.counterexample
+                    )
+    result = kit._result(claim, st.data(), body, tool=name, empty=empty)
+    if tried and result.status == "unverified" and result.counterexample is None:
+        return replace(result, status="passed", examples=tried, reason="")
+    return replace(result, examples=result.examples + tried)

@@ -126,6 +126,9 @@ class MCPServer:
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
             raise ConfigError("--mcp-server needs a command, e.g. 'npx -y SERVER {root}'.")
+        if "/" in argv[0] and not os.path.isabs(argv[0]):
+            # the server starts in its own directory: a relative command is the caller's
+            argv[0] = os.path.abspath(argv[0])
         self.argv = argv
         self.env = dict(env or {})
         self.effects_source = effects

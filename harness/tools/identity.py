@@ -572,12 +572,18 @@ class InRoot:
     no key the harness can vouch for: its target is the whole namespace, so the call runs
     alone. Targets keyed this way name a record the same way wherever the root is mounted,
     which is how the certification kit names an MCP server's files
-    (:mod:`harness.certkit.mcp_server`)."""
+    (:mod:`harness.certkit.mcp_server`).
+
+    Names are keyed as a forgiving file system may key them, NFKC-casefolded (the ``case``
+    fold): a server that maps two Unicode forms of a name onto one file (the reference MCP
+    filesystem server matches entries in NFC) or ignores case is covered; on one that does
+    not, two such names only run one after the other (sound, a little less parallel)."""
 
     root: str
 
     def __call__(self, path: Any) -> Any:
         text = path.as_posix() if isinstance(path, PurePath) else str(path)
+        text = _closed(_case, text)
         joined = posixpath.normpath(posixpath.join(self.root, text))
         if joined == self.root:
             return "."
@@ -601,4 +607,4 @@ _OUTSIDE = _Outside()
 def in_root(root: str) -> InRoot:
     """The store key of a file system confined to ``root``, relative to it (see
     :class:`InRoot`)."""
-    return InRoot(posixpath.normpath(root))
+    return InRoot(posixpath.normpath(_closed(_case, root)))
