@@ -445,3 +445,36 @@ async def test_the_event_parser_skips_comments_and_joins_multi_line_data() -> No
         deltas, completion = await _stream(engine)
     assert deltas == ["a", "b"]
     assert completion.content == "ab"
+
+
+@pytest.mark.anyio
+async def test_one_settings_object_builds_the_same_engine_as_the_keywords() -> None:
+    from harness.engines.openai_http import HTTPEngineSettings
+
+    settings = HTTPEngineSettings(
+        ["http://a:1/v1", "http://b:2/v1"],
+        "m",
+        api_key="k",
+        timeout_s=9.0,
+        max_retries=2,
+        backoff_s=0.1,
+        max_backoff_s=1.0,
+        jitter=0.0,
+        tool_format="harness",
+        server_supports_structured_outputs=True,
+        extra_body={"x": 1},
+        name="mine",
+        routing="round_robin",
+        option_names={"base_url": "--upstream"},
+    )
+    async with OpenAIHTTPEngine.from_settings(settings) as engine:
+        assert (engine.base_url, engine.model, engine.name) == ("http://a:1/v1", "m", "mine")
+        assert (engine.timeout_s, engine.max_retries, engine.backoff_s) == (9.0, 2, 0.1)
+        assert (engine.max_backoff_s, engine.jitter, engine.tool_format) == (1.0, 0.0, "harness")
+        assert engine.server_supports_structured_outputs
+        assert engine.extra_body == {"x": 1}
+        assert engine.router is not None
+        assert engine.router.policy == "round_robin"
+        assert engine.option_names["base_url"] == "--upstream"
+    with pytest.raises(ConfigError, match="tool_format"):
+        OpenAIHTTPEngine.from_settings(HTTPEngineSettings("http://a/v1", tool_format="x"))  # type: ignore[arg-type]

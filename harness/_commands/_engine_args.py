@@ -13,6 +13,7 @@ from harness.engines.base import Engine
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
+    from harness.engines.openai_http import HTTPEngineSettings
     from harness.engines.router import Policy
 
 __all__ = (
@@ -142,6 +143,15 @@ class EngineOptions:
             draft_max_batch=getattr(args, "draft_max_batch", None),
         )
 
+    def http_settings(self) -> HTTPEngineSettings:
+        """The HTTP engine's settings these options name (``--engine http``)."""
+        from harness.engines.openai_http import HTTPEngineSettings
+
+        assert self.base_url
+        return HTTPEngineSettings(
+            self.base_url, self.model or "default", api_key=self.api_key, routing=self.routing
+        )
+
     def embedded_overrides(self) -> dict[str, Any]:
         """The in-process engine's settings the options name (``--dtype``,
         ``--kv-cache-gib``, ``--speculate``, ``--draft-max-batch``; a command without one
@@ -238,12 +248,7 @@ async def open_engine(options: EngineOptions) -> AsyncIterator[Engine]:
             raise ConfigError("--engine http needs --base-url, e.g. http://127.0.0.1:8000/v1.")
         from harness.engines.openai_http import OpenAIHTTPEngine
 
-        async with OpenAIHTTPEngine(
-            base_url=options.base_url,
-            model=options.model or "default",
-            api_key=options.api_key,
-            routing=options.routing,
-        ) as http:
+        async with OpenAIHTTPEngine.from_settings(options.http_settings()) as http:
             yield http
         return
     from harness.engines.vllm import open_default_engine

@@ -214,9 +214,9 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
             "its own (vllm serve --kv-cache-memory-bytes ...): drop one of them."
         )
     if args.upstream:
-        from harness.engines.openai_http import OpenAIHTTPEngine
+        from harness.engines.openai_http import HTTPEngineSettings, OpenAIHTTPEngine
 
-        async with OpenAIHTTPEngine(
+        upstream = HTTPEngineSettings(
             args.upstream,
             args.model or "default",
             api_key=key or "",
@@ -229,7 +229,8 @@ async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[En
                 "max_retries": "--upstream-retries",
                 "timeout_s": "--upstream-timeout",
             },
-        ) as http:
+        )
+        async with OpenAIHTTPEngine.from_settings(upstream) as http:
             yield http
         return
     from harness._commands._engine_args import announce_engine_start, embedded_engine_overrides

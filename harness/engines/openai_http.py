@@ -50,6 +50,7 @@ import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
@@ -60,7 +61,7 @@ from harness.engines.base import ClosingContext, GenerationSettings, NamedTool, 
 from harness.errors import ConfigError, EngineDeadError, EngineRequestError
 from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
 
-__all__ = ("OpenAIHTTPEngine",)
+__all__ = ("HTTPEngineSettings", "OpenAIHTTPEngine")
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 #: Transport failures worth another attempt: the connection dropped or broke mid-exchange.
@@ -101,6 +102,29 @@ def _retry_after(response: httpx.Response) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None
+
+
+@dataclass(frozen=True)
+class HTTPEngineSettings:
+    """Everything that configures an :class:`OpenAIHTTPEngine`, as one object (what the CLI
+    builds once from its options, :meth:`OpenAIHTTPEngine.from_settings`). The fields are the
+    constructor's keywords, with the same defaults and meanings; ``option_names`` maps a
+    parameter to the name errors give as the fix (a CLI names its own options)."""
+
+    base_url: str | Sequence[str]
+    model: str = "default"
+    api_key: str | None = None
+    timeout_s: float = 300.0
+    max_retries: int = 4
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+    jitter: float = 0.25
+    tool_format: Literal["openai", "harness"] = "openai"
+    server_supports_structured_outputs: bool = False
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    name: str | None = None
+    routing: router.Policy = "affine"
+    option_names: Mapping[str, str] = field(default_factory=dict)
 
 
 class OpenAIHTTPEngine(ClosingContext):
@@ -190,6 +214,35 @@ class OpenAIHTTPEngine(ClosingContext):
         self._client = client or httpx.AsyncClient(timeout=timeout_s)
         self._closed = False
         self._in_flight: set[anyio.CancelScope] = set()
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: HTTPEngineSettings,
+        *,
+        client: httpx.AsyncClient | None = None,
+        route_key: Callable[[Sequence[Message]], str] = router.conversation_key,
+    ) -> OpenAIHTTPEngine:
+        """The engine ``settings`` describes (``client`` and ``route_key`` are objects, not
+        settings: a shared HTTP client, how a conversation is keyed for routing)."""
+        return cls(
+            settings.base_url,
+            settings.model,
+            client=client,
+            api_key=settings.api_key,
+            timeout_s=settings.timeout_s,
+            max_retries=settings.max_retries,
+            backoff_s=settings.backoff_s,
+            max_backoff_s=settings.max_backoff_s,
+            jitter=settings.jitter,
+            tool_format=settings.tool_format,
+            server_supports_structured_outputs=settings.server_supports_structured_outputs,
+            extra_body=settings.extra_body,
+            name=settings.name,
+            routing=settings.routing,
+            route_key=route_key,
+            option_names=settings.option_names,
+        )
 
     @property
     def takes_tool_choice(self) -> bool:
