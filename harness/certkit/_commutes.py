@@ -106,18 +106,9 @@ def _share(
     value of ``source``'s argument of the same name (else of the first of its target
     arguments of the same type), spelled another way when ``respell``; a value the schema
     refuses is left as drawn."""
-    tool, other = kit.toolset[name], kit.toolset[source[0]]
-    theirs = target_arguments(other) or list(source[1])
+    tool = kit.toolset[name]
     out = dict(arguments)
-    for argument in target_arguments(tool) or list(arguments):
-        if argument in source[1]:
-            value = source[1][argument]
-        else:
-            kind = argument_kind(tool, argument)
-            same = [a for a in theirs if a in source[1] and argument_kind(other, a) == kind]
-            if not same:
-                continue
-            value = source[1][same[0]]
+    for argument, value in _source_values(kit, name, list(arguments), source):
         if respell:
             schema = argument_schema(tool, argument)
             options = [
@@ -288,21 +279,31 @@ def _share_values(
 ) -> dict[str, Any]:
     """``arguments`` of ``name`` taking ``source``'s values for arguments of the same name,
     else of the same kind, where the schema accepts them (:func:`_share` without drawing)."""
-    tool, other = kit.toolset[name], kit.toolset[source[0]]
-    theirs = target_arguments(other) or list(source[1])
+    tool = kit.toolset[name]
     out = dict(arguments)
-    for argument in target_arguments(tool) or list(tool.parameters.get("properties", {})):
-        if argument in source[1]:
-            value = source[1][argument]
-        else:
-            kind = argument_kind(tool, argument)
-            same = [a for a in theirs if a in source[1] and argument_kind(other, a) == kind]
-            if not same:
-                continue
-            value = source[1][same[0]]
+    properties = list(tool.parameters.get("properties", {}))
+    for argument, value in _source_values(kit, name, properties, source):
         if tool.is_valid({**out, argument: value}):
             out[argument] = value
     return out
+
+
+def _source_values(
+    kit: RunningKit, name: str, fallback: list[str], source: Call
+) -> Iterator[tuple[str, Any]]:
+    """For each argument of ``name`` that feeds its targets (else each of ``fallback``):
+    ``source``'s value for the argument of the same name, else for its first target argument
+    of the same kind (none: the argument is left out)."""
+    tool, other = kit.toolset[name], kit.toolset[source[0]]
+    theirs = target_arguments(other) or list(source[1])
+    for argument in target_arguments(tool) or fallback:
+        if argument in source[1]:
+            yield argument, source[1][argument]
+            continue
+        kind = argument_kind(tool, argument)
+        same = [a for a in theirs if a in source[1] and argument_kind(other, a) == kind]
+        if same:
+            yield argument, source[1][same[0]]
 
 
 def _judge_against_control(
