@@ -258,3 +258,100 @@ def test_the_false_fill_benchmark_sees_lost_writes_and_none_under_honest_effects
     certified, fills, which = false_fills(memory, memory.declarations["targets per kind of record"])
     assert certified >= 1
     assert fills >= 1, which
+
+
+# -- harness init: drafted, then certified ----------------------------------------------------
+
+
+def _init(*extra: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "init", "--mcp-server", f"{FILESYSTEM} {{root}}",
+         "--nondeterministic", "times", "--nondeterministic", "temp-names",
+         "--examples", "8", *extra],
+        capture_output=True, text=True, timeout=600, cwd=cwd,
+    )  # fmt: skip
+
+
+@needs_servers
+def test_init_drafts_the_filesystem_servers_effects_from_its_hints_and_certifies_them(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "fs.effects.toml"
+    done = _init("--trust-hints", "--root", "/srv/project", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "14 tools declared and certified, 0 refused" in done.stderr
+    drafted = effects_from_dict(_toml_tables(out))
+    assert drafted["read_text_file"].read_only
+    assert drafted["write_file"].targets({"path": "/srv/project/a.txt"}) == frozenset(
+        {"file:a.txt"}
+    )
+    assert drafted["create_directory"].targets({"path": "n/m"}) == frozenset({"file:n", "file:n/m"})
+    assert drafted["read_multiple_files"].reads({"paths": ["a", "b"]}) == frozenset(
+        {"file:a", "file:b"}
+    )
+    assert "# draft: read-only: the server's readOnlyHint" in out.read_text()
+
+
+@needs_servers
+def test_init_refuses_a_declaration_the_kit_falsifies_and_says_why(tmp_path: Path) -> None:
+    out = tmp_path / "fs.effects.toml"
+    done = _init("--trust-hints", "--read-only", "write_file", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "1 refused" in done.stderr
+    text = out.read_text()
+    assert "# REFUSED by the kit" in text
+    assert "read_only FALSE" in text
+    drafted = effects_from_dict(_toml_tables(out))
+    assert "write_file" not in drafted  # the refused declaration is a comment only
+    assert drafted["read_text_file"].read_only
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--read-only", "no_such_tool"], "does not list"),
+        (["--root", "relative/dir"], "absolute"),
+        (["--examples", "0"], "at least 1"),
+    ],
+)
+@needs_servers
+def test_init_usage_errors_exit_2(extra: list[str], message: str) -> None:
+    done = _init(*extra)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_init_never_overwrites_a_file_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "mine.toml"
+    out.write_text("# my own\n")
+    done = _init("-o", str(out))
+    assert done.returncode == 2
+    assert "--force" in done.stderr
+    assert out.read_text() == "# my own\n"
+
+
+def test_a_draft_names_paths_and_leaves_what_it_cannot_key_undeclared() -> None:
+    from harness.certkit.draft_effects import draft_effects, render_effects
+    from harness.tools import Toolset
+
+    specs = [
+        {"name": "save", "parameters": {"type": "object", "properties": {
+            "file_path": {"type": "string"}, "text": {"type": "string"}}}},
+        {"name": "make_dir", "parameters": {"type": "object", "properties": {
+            "dir": {"type": "string"}}}},
+        {"name": "ping", "parameters": {"type": "object", "properties": {
+            "host": {"type": "string"}}}},
+        {"name": "lookup", "parameters": {"type": "object", "properties": {
+            "q": {"type": "string"}}}},
+    ]  # fmt: skip
+    draft = draft_effects(Toolset.from_openai(specs), read_only=["lookup"], root="/r")
+    tables = draft.tables()
+    assert tables["root"] == "/r"
+    assert tables["tools"]["save"]["write_targets"] == "file:{file_path}"
+    assert tables["tools"]["make_dir"]["ancestors"] is True
+    assert "ping" not in tables["tools"]  # nothing keys it: the worst case
+    assert tables["tools"]["lookup"] == {"read_only": True}
+    text = render_effects(draft, source="a test")
+    assert "# [tools.ping] left undeclared" in text
+    assert effects_from_dict(tables)["save"].targets({"file_path": "/r/x"}) == frozenset({"file:x"})

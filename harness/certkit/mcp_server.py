@@ -148,6 +148,8 @@ class MCPServer:
         self._running: _Running | None = None
         self._generation = 0
         self._effects: Mapping[str, Effect] | None = None
+        #: The server's own hints per tool (MCP annotations), once it has started.
+        self.hints: dict[str, Effect] = {}
 
     # ------------------------------------------------------------------ lifetime
 
@@ -241,6 +243,7 @@ class MCPServer:
                 f"The MCP server {' '.join(argv)!r} did not start: {type(exc).__name__}: "
                 f"{exc}. Its output is in {self.server_log}."
             ) from None
+        self.hints = dict(served.hints)
         tools = [self._through(tool) for tool in served.values()]
         return _Running(stack, Toolset(tools, name=self.name))
 
