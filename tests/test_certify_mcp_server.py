@@ -355,3 +355,28 @@ def test_a_draft_names_paths_and_leaves_what_it_cannot_key_undeclared() -> None:
     text = render_effects(draft, source="a test")
     assert "# [tools.ping] left undeclared" in text
     assert effects_from_dict(tables)["save"].targets({"file_path": "/r/x"}) == frozenset({"file:x"})
+
+
+@needs_servers
+def test_init_certifies_a_manifest_drafted_from_traces_with_the_effects(tmp_path: Path) -> None:
+    """Serial runs that read files one per turn become a fan-out phase; the kit certifies the
+    drafted effects with that phase's windows (D2 and commutes for the phase)."""
+    chats = []
+    for names in (["a.txt", "notes/b.md"], ["Readme.md", "a.txt", "notes/deep/c.txt"]):
+        messages: list[dict[str, object]] = [
+            {"role": "user", "content": f"Read {' and '.join(names)} please."}
+        ]
+        for name in names:
+            call = {"name": "read_text_file", "arguments": json.dumps({"path": name})}
+            messages.append({"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": call}]})  # fmt: skip
+            messages.append({"role": "tool", "tool_call_id": "c", "content": "text"})
+        chats.append({"messages": messages})
+    traces = tmp_path / "runs.jsonl"
+    traces.write_text("\n".join(json.dumps(c) for c in chats))
+    effects, skills = tmp_path / "fs.toml", tmp_path / "skills.toml"
+    done = _init("--trust-hints", "--traces", str(traces), "-o", str(effects),
+                 "--manifest-output", str(skills))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "1 fan-out phase(s) found in 2 chat(s)" in done.stderr
+    assert "14 tools declared and certified" in done.stderr
+    assert "read_text_file_each_path" in skills.read_text()

@@ -22,6 +22,12 @@ server itself (as `harness certify --mcp-server` does), and every tool a FALSE c
 is refused and left undeclared, round after round, until nothing is false. The file says
 why each line was proposed; refused declarations are comments with the counterexample.
 Nothing is applied: read the file, set its root, then `harness serve --effects FILE`.
+
+With --traces FILE (recorded serial runs: a JSONL of OpenAI-format chats) it also drafts a
+skill manifest: a tool called in consecutive turns, one call per turn, one argument
+changing, becomes a fan-out phase (with the prompt rule the proxy reads its inputs by when
+the values were in the prompt), its evidence beside it; with --mcp-server too, the kit
+certifies the drafted effects with the drafted phases.
 """
 
 EPILOG = """\
@@ -30,6 +36,7 @@ examples:
       --trust-hints --nondeterministic times --nondeterministic temp-names -o fs.effects.toml
   harness init --mcp-server mcp-server-memory --mcp-env MEMORY_FILE_PATH={root}/memory.json \\
       --read-only read_graph --read-only search_nodes --read-only open_nodes
+  harness init --traces runs.jsonl --manifest-output skills.toml
 
 exit status: 0 the file was written (refused declarations included, as comments),
 2 a usage error (no server, the output exists without --force, ...).
@@ -48,8 +55,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--mcp-server",
         metavar="COMMAND",
-        required=True,
         help="the server's command line, with {root} where it takes its directory",
+    )
+    parser.add_argument(
+        "--traces",
+        metavar="FILE",
+        help="recorded serial runs (JSONL of OpenAI-format chats): draft a skill manifest",
+    )
+    parser.add_argument(
+        "--manifest-output",
+        metavar="FILE",
+        help="write the drafted manifest here (default: stdout)",
     )
     parser.add_argument(
         "--mcp-env",
@@ -95,17 +111,62 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.mcp_server is None and args.traces is None:
+        raise ConfigError("Name what to draft from: --mcp-server COMMAND, --traces FILE, or both.")
+    outputs = [args.output if args.mcp_server else "", args.manifest_output if args.traces else ""]
+    if None in outputs and outputs.count(None) > 1:
+        raise ConfigError("Both drafts would go to stdout: give -o FILE or --manifest-output FILE.")
+    for name in (args.output, args.manifest_output):
+        if name and Path(name).exists() and not args.force:
+            raise ConfigError(f"{name} exists: pass --force to overwrite it, or another name.")
+    manifest_text = _draft_manifest(args) if args.traces else None
+    if args.mcp_server is not None:
+        _draft_effects(args, manifest_text)
+    if manifest_text is not None:
+        _write(manifest_text, args.manifest_output)
+    return 0
+
+
+def _write(text: str, name: str | None) -> None:
+    if name is None:
+        sys.stdout.write(text)
+    else:
+        Path(name).write_text(text, encoding="utf-8")
+
+
+def _draft_manifest(args: argparse.Namespace) -> str:
+    import tempfile
+
+    from harness.skills.draft_manifest import mine_fan_outs, read_chats, render_manifest
+    from harness.skills.manifest import load_manifest
+
+    chats = read_chats(args.traces)
+    proposals = mine_fan_outs(chats)
+    text = render_manifest(proposals, source=args.traces)
+    with tempfile.TemporaryDirectory(prefix="harness-init-") as home:
+        draft = Path(home) / "manifest.toml"
+        draft.write_text(text, encoding="utf-8")
+        load_manifest(draft)  # the draft is a manifest the harness reads
+    print(
+        f"{len(proposals)} fan-out phase(s) found in {len(chats)} chat(s)",
+        file=sys.stderr,
+    )
+    return text
+
+
+def _draft_effects(args: argparse.Namespace, manifest_text: str | None) -> None:
+    import tempfile
+
     from harness.certkit import CertificationReport, check_toolset
     from harness.certkit.draft_effects import certify_draft, draft_effects, render_effects
     from harness.certkit.mcp_server import MCPServer
+    from harness.skills.manifest import Manifest, load_manifest
 
     if args.examples < 1:
         raise ConfigError(f"--examples must be at least 1, got {args.examples}.")
     if not args.root.startswith("/"):
         raise ConfigError(f"--root must be an absolute directory, got {args.root!r}.")
     output = Path(args.output) if args.output else None
-    if output is not None and output.exists() and not args.force:
-        raise ConfigError(f"{output} exists: pass --force to overwrite it, or another -o.")
     env: dict[str, str] = {}
     for item in args.mcp_env:
         key, sep, value = item.partition("=")
@@ -135,23 +196,29 @@ def run(args: argparse.Namespace) -> int:
         toolset, hints=hints, trust_hints=args.trust_hints, read_only=args.read_only, root=args.root
     )
 
-    def certify(tables: Mapping[str, Any]) -> CertificationReport:
-        print(f"certifying {len(tables['tools'])} declarations ...", file=sys.stderr, flush=True)
-        with server(tables) as live:
-            return check_toolset(live.certifiable(), examples=args.examples)
+    manifest: Manifest | None = None
+    with tempfile.TemporaryDirectory(prefix="harness-init-") as home:
+        if manifest_text is not None:
+            path = Path(home) / "manifest.toml"
+            path.write_text(manifest_text, encoding="utf-8")
+            manifest = load_manifest(path)
+            manifest.check_tools(toolset)
 
-    certify_draft(draft, certify)
+        def certify(tables: Mapping[str, Any]) -> CertificationReport:
+            print(
+                f"certifying {len(tables['tools'])} declarations ...", file=sys.stderr, flush=True
+            )
+            with server(tables) as live:
+                return check_toolset(live.certifiable(), manifest=manifest, examples=args.examples)
+
+        certify_draft(draft, certify)
     text = render_effects(draft, source=f"the MCP server `{args.mcp_server}`")
     declared = sum(t.declared for t in draft.tools)
     refused = sum(bool(t.refused) for t in draft.tools)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        output.write_text(text, encoding="utf-8")
+    _write(text, args.output)
     print(
         f"{declared} tools declared and certified, {refused} refused, "
         f"{len(draft.tools) - declared - refused} left undeclared"
         + (f"; written to {output}" if output else ""),
         file=sys.stderr,
     )
-    return 0
