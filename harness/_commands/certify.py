@@ -17,7 +17,7 @@ from harness.certkit import (
     check_toolset,
     load_certifiable,
 )
-from harness.certkit.mcp_server import MCPServer
+from harness.certkit.mcp_server import MCPServer, env_from_pairs
 from harness.errors import ConfigError
 
 __all__ = ("register", "run")
@@ -206,12 +206,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _mcp_server(args: argparse.Namespace) -> MCPServer:
-    env: dict[str, str] = {}
-    for item in args.mcp_env:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--mcp-env {item!r}: write KEY=VALUE.")
-        env[key] = value
+    env = env_from_pairs(args.mcp_env)
     return MCPServer(
         args.mcp_server,
         env=env,

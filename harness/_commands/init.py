@@ -159,7 +159,7 @@ def _draft_effects(args: argparse.Namespace, manifest_text: str | None) -> None:
 
     from harness.certkit import CertificationReport, check_toolset
     from harness.certkit.draft_effects import certify_draft, draft_effects, render_effects
-    from harness.certkit.mcp_server import MCPServer
+    from harness.certkit.mcp_server import MCPServer, env_from_pairs
     from harness.skills.manifest import Manifest, load_manifest
 
     if args.examples < 1:
@@ -167,12 +167,7 @@ def _draft_effects(args: argparse.Namespace, manifest_text: str | None) -> None:
     if not args.root.startswith("/"):
         raise ConfigError(f"--root must be an absolute directory, got {args.root!r}.")
     output = Path(args.output) if args.output else None
-    env: dict[str, str] = {}
-    for item in args.mcp_env:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--mcp-env {item!r}: write KEY=VALUE.")
-        env[key] = value
+    env = env_from_pairs(args.mcp_env)
 
     def server(effects: Mapping[str, Any] | None = None) -> MCPServer:
         return MCPServer(

@@ -58,7 +58,7 @@ from harness.tools import Effect, Tool, Toolset
 from harness.tools.effects_file import effects_from_dict, load_effects
 from harness.tools.identity import InRoot
 
-__all__ = ("DEFAULT_SEED", "MCPServer", "MCPServerState")
+__all__ = ("DEFAULT_SEED", "MCPServer", "MCPServerState", "env_from_pairs")
 
 #: The resource namespace of the files the kit sees (``file:a/b``).
 NAMESPACE = "file:"
@@ -374,3 +374,14 @@ def _path_arguments(tool: Tool) -> Iterator[str]:
         schema = properties.get(argument) if isinstance(properties, Mapping) else None
         if isinstance(schema, Mapping) and schema.get("type") == "string":
             yield argument
+
+
+def env_from_pairs(pairs: Sequence[str], option: str = "--mcp-env") -> dict[str, str]:
+    """``["KEY=VALUE", ...]`` (a command line's repeated ``--mcp-env``) as a mapping."""
+    env: dict[str, str] = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{option} {item!r}: write KEY=VALUE.")
+        env[key] = value
+    return env
