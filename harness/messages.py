@@ -5,26 +5,37 @@ One module that the loop, the certifier, the tools, the proxy and the engines al
 (like pydantic-ai's ``messages.py``): an engine returns a :class:`Completion`; a
 :class:`ToolCall` is what the model emitted, with its :class:`Arguments` parsed once, with
 limits (:mod:`harness._bounded_json`). Nothing here imports an engine.
+
+"Is this the same call?" has one answer, here: :func:`call_key` (the tool's name and the
+canonical spelling of its arguments, :func:`canonical_arguments`) and :func:`same_call`. The
+validator finds duplicates with it, the proxy's minted ids sign it and certified speculation
+matches an emitted call to a started one by it (in the store's spelling, the tool's folds
+applied).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 from harness._bounded_json import JSONLimitError, loads_bounded
 
 __all__ = (
     "Arguments",
+    "CallKey",
     "Completion",
     "Message",
     "Timings",
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "call_key",
+    "canonical_arguments",
+    "same_call",
     "token_digest",
 )
 
@@ -117,6 +128,67 @@ class ToolCall:
         return cls(
             id=str(raw.get("id", "")), name=str(function.get("name", "")), arguments=arguments
         )
+
+
+#: A call's identity: the tool's name and the canonical spelling of its arguments.
+CallKey = tuple[str, str]
+
+
+def canonical_arguments(arguments: str | Mapping[str, Any]) -> str:
+    """One spelling per arguments value: sorted keys, no whitespace, and every number by its
+    value (``1``, ``1.0`` and ``1e0`` are one number; a string ``"1"`` is not the number 1,
+    nor ``true`` the number 1).
+
+    ``arguments`` is the raw JSON text a model wrote (text that is not JSON is its own
+    canonical form, compared byte for byte) or an already parsed object. Raises
+    ``TypeError`` for a parsed value that is not JSON (a date, a set, ...)."""
+    if not isinstance(arguments, str):
+        return _canonical(arguments)
+    try:
+        value = json.loads(arguments, parse_float=Decimal, parse_int=Decimal)
+        return _canonical(value)
+    except (ValueError, RecursionError):
+        return arguments
+
+
+def _canonical(value: Any) -> str:
+    if isinstance(value, Mapping):
+        items = sorted((str(k), _canonical(v)) for k, v in value.items())
+        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{v}" for k, v in items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_canonical(v) for v in value) + "]"
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float):
+        value = Decimal(repr(value))  # the shortest spelling that reads back as this float
+    elif isinstance(value, int):
+        value = Decimal(value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return str(value)
+        return "0" if value.is_zero() else format(value.normalize(), "E")
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def call_key(
+    name: str,
+    arguments: str | Mapping[str, Any],
+    spelling: Callable[[Any], str] = canonical_arguments,
+) -> CallKey:
+    """The identity of a call of tool ``name`` with ``arguments`` (raw JSON text or a parsed
+    object): two calls are the same call when their keys are equal.
+
+    ``spelling`` writes the arguments one way per value: by default their JSON value
+    (:func:`canonical_arguments`: what the proxy signs and the validator finds duplicates
+    by). A caller that knows the tool's store passes the store's spelling instead (certified
+    speculation passes :func:`~harness.tools.effects.canonical_text` over the folded
+    arguments: ``1`` and ``true`` name one value there)."""
+    return name, spelling(arguments)
+
+
+def same_call(a: ToolCall, b: ToolCall) -> bool:
+    """The same tool with the same arguments by value (ids aside)."""
+    return call_key(a.name, a.arguments) == call_key(b.name, b.arguments)
 
 
 @dataclass(frozen=True)

@@ -683,3 +683,24 @@ def test_item4_provenance_holds_under_every_phase_a_call_may_belong_to() -> None
     guessed = windows.admit(call(1, "put_slot", n=1, value="unknown"), TurnView()).admission
     assert guessed.action == "discard"
     assert guessed.failures[0].code == "D2_provenance"
+
+
+def test_the_window_rules_have_one_owner_that_the_loop_and_the_detectors_follow() -> None:
+    from harness.certify import DEFAULT_MARKER, DEFAULT_MAX_WINDOW, WindowRules
+    from harness.loop import LoopConfig
+    from harness.proxy import ProxyConfig
+
+    assert LoopConfig().window_rules == WindowRules(DEFAULT_MARKER, DEFAULT_MAX_WINDOW)
+    defaults = (SchemaSoundDetector(), PhaseHeuristicDetector())
+    assert [(d.marker, d.max_window) for d in defaults] == [
+        (DEFAULT_MARKER, DEFAULT_MAX_WINDOW)
+    ] * 2
+    assert ProxyConfig().max_window == DEFAULT_MAX_WINDOW
+    rules = LoopConfig(max_window=3, marker="[later]").window_rules
+    for name in ("schema_sound", "phase_heuristic"):
+        detector = make_detector(name, rules)
+        assert isinstance(detector, SchemaSoundDetector | PhaseHeuristicDetector)
+        assert (detector.marker, detector.max_window) == ("[later]", 3)
+    old_keywords = make_detector("schema_sound", max_window=4, marker="[m]")
+    assert isinstance(old_keywords, SchemaSoundDetector)
+    assert (old_keywords.marker, old_keywords.max_window) == ("[m]", 4)

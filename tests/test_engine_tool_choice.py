@@ -13,7 +13,14 @@ import httpx
 import pytest
 
 from harness.engines import _format
-from harness.engines.base import GenerationSettings, NamedTool, OtherToolChoice, ToolChoice
+from harness.engines.base import (
+    GenerationSettings,
+    NamedTool,
+    OtherToolChoice,
+    ToolChoice,
+    ToolChoiceEngine,
+    takes_tool_choice,
+)
 from harness.engines.openai_http import OpenAIHTTPEngine
 from harness.errors import EngineRequestError
 from harness.messages import Message, ToolSpec
@@ -122,6 +129,15 @@ async def test_the_http_engine_sends_the_choice_in_chat_completions_spelling(
 def test_the_harness_format_takes_no_tool_choice() -> None:
     engine = OpenAIHTTPEngine("http://up/v1", "m", tool_format="harness")
     assert not engine.takes_tool_choice
+
+
+def test_taking_tool_choice_is_a_capability_read_through_its_protocol() -> None:
+    openai = OpenAIHTTPEngine("http://up/v1", "m")
+    harness_format = OpenAIHTTPEngine("http://up/v1", "m", tool_format="harness")
+    assert isinstance(openai, ToolChoiceEngine)
+    assert takes_tool_choice(openai)
+    assert not takes_tool_choice(harness_format)
+    assert not takes_tool_choice(object())  # an engine without the capability ignores it
 
 
 # -- the real engine -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from harness import Manifest, Task, Toolset, tool
-from harness.certify.speculation import call_key, predict, speculation_safe
+from harness.certify.speculation import folded_call_key, predict, speculation_safe
 from harness.errors import HarnessError
 from harness.journal import Journal
 from harness.loop import FlattenSettings, LoopConfig, run_loop
@@ -309,9 +309,9 @@ def test_prediction_follows_the_manifest_argument_sources() -> None:
 
 def test_matching_uses_the_certifier_canonical_form() -> None:
     tools = World(KEYS).toolset()
-    assert call_key(tools["read_doc"], "read_doc", {"key": "a", "upper": 1}) == call_key(
-        tools["read_doc"], "read_doc", {"upper": True, "key": "a"}
-    )
+    assert folded_call_key(
+        tools["read_doc"], "read_doc", {"key": "a", "upper": 1}
+    ) == folded_call_key(tools["read_doc"], "read_doc", {"upper": True, "key": "a"})
 
 
 async def test_prediction_from_visible_results_hits_in_a_later_phase() -> None:

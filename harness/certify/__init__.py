@@ -25,6 +25,7 @@ same reason codes (listed in :mod:`harness.certify.verdict`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from harness.certify.d1 import check_d1
@@ -34,11 +35,13 @@ from harness.certify.phase_heuristic import PhaseHeuristicDetector
 from harness.certify.schema_sound import SchemaSoundDetector
 from harness.certify.verdict import (
     DEFAULT_MARKER,
+    DEFAULT_MAX_WINDOW,
     Admission,
     Certificate,
     Condition,
     Failure,
     Rejection,
+    WindowRules,
     WindowView,
 )
 from harness.errors import ConfigError
@@ -48,6 +51,7 @@ from harness.tools.toolset import Toolset
 
 __all__ = (
     "DEFAULT_MARKER",
+    "DEFAULT_MAX_WINDOW",
     "Admission",
     "Certificate",
     "Condition",
@@ -56,6 +60,7 @@ __all__ = (
     "PhaseHeuristicDetector",
     "Rejection",
     "SchemaSoundDetector",
+    "WindowRules",
     "WindowTracker",
     "WindowView",
     "certify",
@@ -65,12 +70,25 @@ __all__ = (
 )
 
 
-def make_detector(name: str, *, max_window: int = 16, marker: str = DEFAULT_MARKER) -> Detector:
-    """``"schema_sound"`` (default everywhere) or ``"phase_heuristic"`` (reporting control)."""
+def make_detector(
+    name: str,
+    rules: WindowRules | None = None,
+    *,
+    max_window: int | None = None,
+    marker: str | None = None,
+) -> Detector:
+    """``"schema_sound"`` (default everywhere) or ``"phase_heuristic"`` (reporting control),
+    under ``rules`` (default :class:`WindowRules`); ``max_window`` or ``marker``, if given,
+    replace that one rule."""
+    rules = rules or WindowRules()
+    if max_window is not None:
+        rules = replace(rules, max_window=max_window)
+    if marker is not None:
+        rules = replace(rules, marker=marker)
     if name in ("schema_sound", "schema"):
-        return SchemaSoundDetector(max_window=max_window, marker=marker)
+        return SchemaSoundDetector(max_window=rules.max_window, marker=rules.marker)
     if name in ("phase_heuristic", "heuristic"):
-        return PhaseHeuristicDetector(marker=marker, max_window=max_window)
+        return PhaseHeuristicDetector(marker=rules.marker, max_window=rules.max_window)
     raise ConfigError(f"Unknown detector {name!r}; use 'schema_sound' or 'phase_heuristic'.")
 
 

@@ -20,6 +20,7 @@ from harness.certify.detector import TrackerBase, WindowTracker, replay
 from harness.certify.provenance import TurnView
 from harness.certify.verdict import (
     DEFAULT_MARKER,
+    DEFAULT_MAX_WINDOW,
     Admission,
     Certificate,
     Failure,
@@ -93,7 +94,7 @@ class PhaseHeuristicDetector:
     """Guesses gather phases from names/effects, without a manifest; can false-fill."""
 
     marker: str = DEFAULT_MARKER
-    max_window: int = 16
+    max_window: int = DEFAULT_MAX_WINDOW
     name: str = NAME
 
     def tracker(

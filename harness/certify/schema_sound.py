@@ -34,6 +34,7 @@ from harness.certify.detector import TrackerBase, WindowTracker, replay
 from harness.certify.provenance import InputValues, ProvenancePlan, TurnView
 from harness.certify.verdict import (
     DEFAULT_MARKER,
+    DEFAULT_MAX_WINDOW,
     Admission,
     Certificate,
     Failure,
@@ -317,7 +318,7 @@ class _SchemaSoundTracker(TrackerBase):
 class SchemaSoundDetector:
     """D1-D3 from declared effects and the skill manifest: no false fill is possible."""
 
-    max_window: int = 16
+    max_window: int = DEFAULT_MAX_WINDOW
     name: str = NAME
     marker: str = DEFAULT_MARKER
 

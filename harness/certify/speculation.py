@@ -30,11 +30,12 @@ if the model then does not emit it, it has still run once (idempotent, keyed) �
 the opt-in accepts.
 
 **Matching and settling** (:class:`Speculation`): a call the certifier admits into a window of
-the speculated phase is matched by tool and canonical arguments (:func:`call_key`: the
-certifier's canonical form, the tool's folds applied). A hit takes over the running or
-finished speculative execution (its result is re-addressed to the model's call id; the tool
-ran once); a miss runs as F runs it. When the window closes, every unmatched speculation is
-cancelled and its result discarded: never shown to the model, never recorded as a call. With
+the speculated phase is matched by tool and canonical arguments (:func:`folded_call_key`: the
+one :func:`~harness.messages.call_key` every layer compares calls by, in the certifier's
+spelling with the tool's folds applied). A hit takes over the running or finished
+speculative execution (its result is re-addressed to the model's call id; the tool ran once);
+a miss runs as F runs it. When the window closes, every unmatched speculation is cancelled and
+its result discarded: never shown to the model, never recorded as a call. With
 a journal a speculative execution is journaled under its own ``spec_N`` id with mode
 ``speculative`` — no model call has such an id, so a resume never replays it as a real call —
 and a hit journals the model's call with the adopted outcome (mode ``speculated``).
@@ -53,7 +54,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from harness.certify.provenance import result_values, scalar_leaves
-from harness.messages import ToolCall
+from harness.certify.verdict import DEFAULT_MAX_WINDOW
+from harness.messages import CallKey, ToolCall, call_key
 from harness.skills.manifest import Phase
 from harness.tools.effects import canonical_text
 from harness.tools.execute import Executor, SpeculationRecord, ToolResult
@@ -63,14 +65,11 @@ __all__ = (
     "Prediction",
     "SpecStats",
     "Speculation",
-    "call_key",
     "draft_calls",
+    "folded_call_key",
     "predict",
     "speculation_safe",
 )
-
-#: A call's identity for matching: the tool and its canonical (folded) arguments.
-CallKey = tuple[str, str]
 
 
 def speculation_safe(tool: Tool | None) -> bool:
@@ -83,16 +82,18 @@ def speculation_safe(tool: Tool | None) -> bool:
     return effect.idempotent and effect.accepts_idempotency_key and effect.speculable
 
 
-def call_key(tool: Tool | None, name: str, arguments: Mapping[str, Any]) -> CallKey | None:
-    """``(name, canonical arguments)``, each string argument folded as the tool's store folds
-    it; ``None`` when the arguments have no canonical form (such a call never matches)."""
+def folded_call_key(tool: Tool | None, name: str, arguments: Mapping[str, Any]) -> CallKey | None:
+    """The call's :func:`~harness.messages.call_key` as the tool's store names it: each string
+    argument folded as the store folds it, the values in the certifier's canonical spelling
+    (:func:`~harness.tools.effects.canonical_text`); ``None`` when the arguments have no
+    canonical form (such a call never matches)."""
     effect = tool.effect if tool is not None else None
     folded: dict[str, Any] = {}
     for arg, value in arguments.items():
         fold = effect.fold_for(arg) if effect is not None else None
         folded[arg] = fold.apply(value) if fold is not None else value
     try:
-        return name, canonical_text(folded)
+        return call_key(name, folded, canonical_text)
     except (TypeError, ValueError):
         return None
 
@@ -195,7 +196,7 @@ def _tool_predictions(
     seen: set[CallKey] = set()
     for row in rows:
         arguments = {**sources.constants, **row}
-        key = call_key(tool, tool.name, arguments)
+        key = folded_call_key(tool, tool.name, arguments)
         if key is None or key in seen or tool.validation_errors(arguments):
             continue
         seen.add(key)
@@ -211,7 +212,7 @@ def predict(
     inputs: Mapping[str, Any],
     visible: Sequence[str] = (),
     *,
-    max_window: int = 16,
+    max_window: int = DEFAULT_MAX_WINDOW,
     prefetch: bool = False,
 ) -> list[Prediction]:
     """The safe calls of fan-out ``phase`` known from ``inputs`` and the ``visible`` result
@@ -243,7 +244,7 @@ def draft_calls(
     visible: Sequence[str],
     made: Sequence[ToolCall],
     *,
-    max_window: int = 16,
+    max_window: int = DEFAULT_MAX_WINDOW,
 ) -> tuple[ToolCall, ...]:
     """The calls the fan-out phases of a skill make known (from ``inputs`` and the
     ``visible`` result texts, as :func:`predict` finds them, for *any* tool: a draft is only
@@ -254,7 +255,7 @@ def draft_calls(
     for call in made:
         value = call.args.value
         if value is not None:
-            key = call_key(toolset.get(call.name), call.name, value)
+            key = folded_call_key(toolset.get(call.name), call.name, value)
             if key is not None:
                 done.add(key)
     out: list[ToolCall] = []
@@ -268,7 +269,7 @@ def draft_calls(
             if tool is None:
                 continue
             for prediction in _tool_predictions(tool, phase, inputs, visible, limit):
-                key = call_key(tool, name, prediction.arguments)
+                key = folded_call_key(tool, name, prediction.arguments)
                 if key is None or key in done:
                     continue
                 done.add(key)
@@ -331,7 +332,7 @@ class Speculation:
         self.executor = executor
         self.entries: list[_Speculated] = []
         for p in predictions:
-            key = call_key(toolset.get(p.tool), p.tool, p.arguments)
+            key = folded_call_key(toolset.get(p.tool), p.tool, p.arguments)
             assert key is not None  # predict() kept only canonical arguments
             call = ToolCall(f"spec_{next(ids)}", p.tool, json.dumps(dict(p.arguments)))
             self.entries.append(_Speculated(call, key, started=time.monotonic()))
@@ -358,7 +359,7 @@ class Speculation:
         arguments = call.args.value
         if not isinstance(arguments, Mapping):
             return None
-        return call_key(self.toolset.get(call.name), call.name, arguments)
+        return folded_call_key(self.toolset.get(call.name), call.name, arguments)
 
     def claim(self, call: ToolCall) -> _Speculated | None:
         """The unclaimed speculation ``call`` matches (now claimed by it), or ``None``: a miss."""

@@ -4,7 +4,8 @@ A message of several calls (arm P) is accepted only when every call names a tool
 its arguments are a JSON object valid against the tool's schema, no call depends on a result
 of another call in the message (D2, :mod:`harness.certify.d2`: no in-window result
 placeholder in the manifest, no quoted withheld-result marker), the message does not
-over-fill the phase's slot count (D3's slot rule), and no call is a duplicate of another. A
+over-fill the phase's slot count (D3's slot rule), and no call is a duplicate of another (the
+same call by :func:`~harness.messages.call_key`: the same tool, the same arguments by value). A
 rejected window is resampled (:mod:`harness.loop.validated`); the validator itself never calls
 the model.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 from harness.certify.d2 import marker_failure, placeholder_failure
 from harness.certify.verdict import DEFAULT_MARKER
-from harness.messages import ToolCall
+from harness.messages import CallKey, ToolCall, call_key
 from harness.skills.manifest import Phase
 from harness.tools.toolset import Toolset
 
@@ -34,7 +35,7 @@ def validate_window(
 ) -> list[str]:
     """Every reason to reject this window (empty when it passes)."""
     problems: list[str] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[CallKey] = set()
     for call in calls:
         if call.name not in toolset:
             problems.append(f"unknown tool '{call.name}'")
@@ -50,9 +51,9 @@ def validate_window(
             problems.append(f"'{call.name}' needs a result of another call in the window (D2)")
         if marker_failure(call, marker) is not None:
             problems.append(f"'{call.name}' quotes a withheld result (D2)")
-        key = (call.name, json.dumps(arguments, sort_keys=True))
+        key = call_key(call.name, arguments)
         if key in seen:
-            problems.append(f"duplicate call '{call.name}' {key[1]}")
+            problems.append(f"duplicate call '{call.name}' {json.dumps(arguments, sort_keys=True)}")
         seen.add(key)
     if phase is not None and phase.is_fan_out and all(c.name in phase.tools for c in calls):
         # A message may hold fewer than the phase's slots (its calls can be split across

@@ -13,6 +13,9 @@ codes. Codes, by condition:
         ``D2_quotes_marker`` (an argument quotes the marker or a withheld result's text)
 ``D3``  ``D3_no_phase``, ``D3_chain_phase``, ``D3_outside_phase``, ``D3_over_slots``,
         ``D3_ambiguous_phase``, ``D3_not_gather`` (the phase heuristic's guess said no)
+
+:class:`WindowRules` owns the two facts every part that opens, fills or shows a window must
+agree on (the marker and the window's size limit) and their defaults.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ from harness.messages import ToolCall
 
 __all__ = (
     "DEFAULT_MARKER",
+    "DEFAULT_MAX_WINDOW",
     "Admission",
     "AdmissionAction",
     "Certificate",
     "Condition",
     "Failure",
     "Rejection",
+    "WindowRules",
     "WindowView",
 )
 
@@ -40,6 +45,19 @@ AdmissionAction = Literal["join", "serial", "discard"]
 #: What stands in for a withheld result in the context: short and constant, because it is
 #: re-prefilled on every turn of the window.
 DEFAULT_MARKER = "[withheld]"
+#: The most calls one window holds (a phase's slot count closes it sooner).
+DEFAULT_MAX_WINDOW = 16
+
+
+@dataclass(frozen=True)
+class WindowRules:
+    """What the detector, the loop, the validator and certified speculation agree on about a
+    window: ``marker``, what stands in for a withheld result in the context (D2 refuses a
+    call that quotes it), and ``max_window``, the most calls one window holds. Built once per
+    run (:attr:`harness.loop.LoopConfig.window_rules`) and passed down."""
+
+    marker: str = DEFAULT_MARKER
+    max_window: int = DEFAULT_MAX_WINDOW
 
 
 @dataclass(frozen=True)

@@ -47,10 +47,13 @@ __all__ = (
     "Timings",
     "ToolCall",
     "ToolChoice",
+    "ToolChoiceEngine",
     "ToolSpec",
     "Usage",
     "drafts_calls",
+    "engine_name",
     "guarded_generate",
+    "takes_tool_choice",
     "token_digest",
 )
 
@@ -171,7 +174,7 @@ async def guarded_generate(
     reply that is not a :class:`Completion` is an error too. Cancellation passes through."""
     from harness.errors import EngineError, HarnessError
 
-    name = getattr(engine, "name", type(engine).__name__)
+    name = engine_name(engine)
     try:
         completion = await engine.generate(messages, tools, settings)
     except HarnessError:
@@ -192,6 +195,13 @@ async def guarded_generate(
             turn=turn,
         )
     return completion
+
+
+def engine_name(engine: object) -> str:
+    """What errors and reports call ``engine``: its ``name``, else its class's name (an engine
+    written against an older protocol may lack one)."""
+    name = getattr(engine, "name", None)
+    return name if isinstance(name, str) else type(engine).__name__
 
 
 @runtime_checkable
@@ -229,7 +239,7 @@ class DraftingEngine(Protocol):
     """An :class:`Engine` with drafted decoding (an optional capability, as
     :class:`StreamingEngine` is): ``drafts_calls`` says whether it drafts the calls a turn may
     emit (``GenerationSettings.draft_calls``) right now; the in-process vLLM engine does with
-    ``speculate="window"``. Read it with :func:`drafts_calls`."""
+    ``drafting="window"``. Read it with :func:`drafts_calls`."""
 
     @property
     def drafts_calls(self) -> bool: ...
@@ -239,6 +249,24 @@ def drafts_calls(engine: object) -> bool:
     """Whether ``engine`` drafts the calls a turn may emit: a :class:`DraftingEngine` whose
     ``drafts_calls`` is true (any other engine decodes without drafts)."""
     return isinstance(engine, DraftingEngine) and bool(engine.drafts_calls)
+
+
+@runtime_checkable
+class ToolChoiceEngine(Protocol):
+    """An :class:`Engine` that gives its model ``GenerationSettings.tool_choice`` (an optional
+    capability): ``takes_tool_choice`` says whether it does right now — the in-process vLLM
+    engine forces it with its reply grammar, the HTTP engine sends it with
+    ``tool_format="openai"``. Read it with :func:`takes_tool_choice`."""
+
+    @property
+    def takes_tool_choice(self) -> bool: ...
+
+
+def takes_tool_choice(engine: object) -> bool:
+    """Whether ``engine`` gives its model the request's ``tool_choice``: a
+    :class:`ToolChoiceEngine` whose ``takes_tool_choice`` is true (any other engine ignores
+    it)."""
+    return isinstance(engine, ToolChoiceEngine) and engine.takes_tool_choice is True
 
 
 class ClosingContext:

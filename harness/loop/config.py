@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from harness.certify import DEFAULT_MARKER
+from harness.certify import DEFAULT_MARKER, DEFAULT_MAX_WINDOW, WindowRules
 from harness.engines.base import GenerationSettings
 from harness.errors import ConfigError
 from harness.loop.arm_label import ARMS, Arm
@@ -69,7 +69,9 @@ class LoopConfig:
     #: before the run ends in :class:`~harness.errors.UsageLimitExceeded` naming the tool.
     max_tool_failures: int = 3
     max_identical_calls: int = 3
-    max_window: int = 16
+    #: The window's rules (:class:`~harness.certify.WindowRules`, their one owner), given
+    #: field by field; read them together as :attr:`window_rules`.
+    max_window: int = DEFAULT_MAX_WINDOW
     marker: str = DEFAULT_MARKER
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     flatten: FlattenSettings = field(default_factory=FlattenSettings)
@@ -95,6 +97,12 @@ class LoopConfig:
     #: every arm, so arms compare) or ``engine`` (the engine's own, unless empty or already
     #: used: the proxy's, whose transcript is its client's).
     call_ids: Literal["run", "engine"] = "run"
+
+    @property
+    def window_rules(self) -> WindowRules:
+        """The marker and the window limit as one object, for the detector, the arms and the
+        validator of this run."""
+        return WindowRules(marker=self.marker, max_window=self.max_window)
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:

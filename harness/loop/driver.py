@@ -143,37 +143,15 @@ async def run_loop(
     transcript of the calls it hands its client from it).
     """
     config = config or LoopConfig()
-    skill = _resolve_skill(manifest, task)
-    if skill is None and config.arm == "F" and config.detector == "schema_sound":
-        _log.warning(
-            "no_manifest",
-            arm=config.arm,
-            task=task.id,
-            detail=(
-                "the schema-sound certifier needs a skill manifest's fan-out phase (D3): with "
-                "no manifest no window certifies and every call runs serially; pass "
-                "manifest=... (or the task's skill must be in it)"
-            ),
-        )
-    if skill is not None and isinstance(manifest, Manifest):
-        manifest.check_tools(toolset)
-        manifest.check_inputs(skill.name, task.inputs)
+    skill = _checked_skill(manifest, task, toolset, config)
     ledger = ledger or Ledger()
     watch = _Abandoned(ledger)
     journaled: JournaledCalls | None = None
     if journal is not None:
-        if executor is not None or (run_id is not None and run_id != journal.run_id):
-            raise ConfigError(
-                f"A journaled run (journal of run {journal.run_id!r} in {journal.directory}) "
-                "runs its calls through the journal under the journal's run id; pass neither "
-                "executor nor run_id with journal."
-            )
-        run_id = journal.run_id
+        run_id = _journal_run_id(journal, executor, run_id)
         journaled = JournaledCalls(journal, toolset, on_abandon=watch)
     if detector is None:
-        detector = make_detector(
-            config.detector, max_window=config.max_window, marker=config.marker
-        )
+        detector = make_detector(config.detector, config.window_rules)
     state = RunState(
         engine,
         toolset,
@@ -235,6 +213,41 @@ async def run_loop(
         summary,
         state.transcript.history_length,
     )
+
+
+def _checked_skill(
+    manifest: Manifest | Skill | None, task: Task, toolset: Toolset, config: LoopConfig
+) -> Skill | None:
+    """The task's skill, its tools and inputs checked against the manifest; a warning when
+    arm F's schema-sound certifier has no skill to certify by (every call runs serially)."""
+    skill = _resolve_skill(manifest, task)
+    if skill is None and config.arm == "F" and config.detector == "schema_sound":
+        _log.warning(
+            "no_manifest",
+            arm=config.arm,
+            task=task.id,
+            detail=(
+                "the schema-sound certifier needs a skill manifest's fan-out phase (D3): with "
+                "no manifest no window certifies and every call runs serially; pass "
+                "manifest=... (or the task's skill must be in it)"
+            ),
+        )
+    if skill is not None and isinstance(manifest, Manifest):
+        manifest.check_tools(toolset)
+        manifest.check_inputs(skill.name, task.inputs)
+    return skill
+
+
+def _journal_run_id(journal: Journal, executor: Executor | None, run_id: str | None) -> str:
+    """A journaled run's id: the journal's (its calls run through the journal, so neither
+    another executor nor another run id may be given)."""
+    if executor is not None or (run_id is not None and run_id != journal.run_id):
+        raise ConfigError(
+            f"A journaled run (journal of run {journal.run_id!r} in {journal.directory}) "
+            "runs its calls through the journal under the journal's run id; pass neither "
+            "executor nor run_id with journal."
+        )
+    return journal.run_id
 
 
 class _Abandoned:

@@ -28,11 +28,11 @@ from functools import partial
 from anyio.abc import TaskGroup
 
 from harness.certify import Detector
-from harness.certify.speculation import CallKey, SpecStats, Speculation, call_key, predict
+from harness.certify.speculation import SpecStats, Speculation, folded_call_key, predict
 from harness.certify.window import Window
 from harness.loop.flattened import FlattenedArm
 from harness.loop.state import RunState
-from harness.messages import Completion, ToolCall
+from harness.messages import CallKey, Completion, ToolCall
 
 __all__ = ("SpeculativeArm",)
 
@@ -77,7 +77,7 @@ class SpeculativeArm(FlattenedArm):
                 max_window=state.config.max_window,
                 prefetch=prefetch,
             )
-            if call_key(state.toolset.get(p.tool), p.tool, p.arguments) not in done
+            if folded_call_key(state.toolset.get(p.tool), p.tool, p.arguments) not in done
         ]
         if predictions:
             self._live[phase_name] = Speculation(

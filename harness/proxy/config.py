@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from harness.certify import DEFAULT_MAX_WINDOW
 from harness.errors import ConfigError
 from harness.proxy.conversation import DEFAULT_MAX_BYTES
 from harness.proxy.limits import Limits
@@ -41,7 +42,7 @@ class ProxyConfig:
     effects: Mapping[str, Effect] = field(default_factory=dict)
     manifest: Manifest | None = None
     detector: str = "schema_sound"
-    max_window: int = 16
+    max_window: int = DEFAULT_MAX_WINDOW
     api_key: str | None = None
     max_body_bytes: int = 4 * 1024 * 1024
     max_messages: int = 2048

@@ -39,15 +39,20 @@ import anyio
 from harness._logging import get_logger
 from harness.certify import Certificate, Detector, Rejection, WindowTracker
 from harness.certify.provenance import TurnView
-from harness.engines.base import ClosingContext, Engine, GenerationSettings, drafts_calls
+from harness.engines.base import (
+    ClosingContext,
+    Engine,
+    GenerationSettings,
+    drafts_calls,
+    engine_name,
+)
 from harness.errors import EngineError, HarnessError, UsageLimitExceeded
 from harness.loop.config import LoopConfig
 from harness.loop.driver import LoopResult, run_loop
 from harness.loop.ledger import Ledger
 from harness.loop.state import RunState
 from harness.loop.task import Task
-from harness.messages import Completion, Message, ToolCall, ToolSpec, Usage
-from harness.proxy.ids import canonical_arguments
+from harness.messages import Completion, Message, ToolCall, ToolSpec, Usage, canonical_arguments
 from harness.skills.manifest import Phase, Skill
 from harness.tools.execute import ToolResult
 from harness.tools.toolset import Toolset
@@ -184,7 +189,7 @@ class MeteredEngine(ClosingContext):
         self._meter = meter
         self._render = render
         self._hide = hide
-        self.name = getattr(engine, "name", type(engine).__name__)
+        self.name = engine_name(engine)
 
     @property
     def drafts_calls(self) -> bool:
@@ -594,7 +599,7 @@ class Conversations:
 def history_digest(messages: Sequence[Message], results_of: Iterable[str] = ()) -> str:
     """A digest of what ``messages`` mean, the tool messages of the calls ``results_of``
     left out: each message's role, its text (``None``, absent and ``""`` are one; text parts
-    joined), its calls (id, tool and :func:`~harness.proxy.ids.canonical_arguments`) and the
+    joined), its calls (id, tool and :func:`~harness.messages.canonical_arguments`) and the
     call a tool message answers. A client that echoes a message in its own shape (``content:
     null``, extra keys, re-serialised arguments) keeps its digest; an edit does not."""
     leave_out = set(results_of)

@@ -7,7 +7,8 @@ window's size and the id the upstream gave the call (what the serial transcript 
     hx.<window>.<index>.<n>.<upstream id, base64url>.<mac>
 
 ``mac`` is a keyed hash (HMAC-SHA256, truncated to 128 bits) of all of that *and* the call's
-tool name and the canonical JSON of its arguments (:func:`canonical_arguments`) under a
+tool name and the canonical JSON of its arguments (:func:`~harness.messages.canonical_arguments`,
+the one answer to "is this the same call?") under a
 per-server secret, so when the client sends the window back the proxy recognises its own
 windows without keeping them, and a client cannot forge one or edit a call inside one: an id
 that does not verify is not the proxy's, and the message it is in passes through untouched.
@@ -21,15 +22,12 @@ import base64
 import binascii
 import hashlib
 import hmac
-import json
 import secrets
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any
 
-from harness.messages import ToolCall
+from harness.messages import ToolCall, canonical_arguments
 
 __all__ = ("CallIds", "MintedId", "canonical_arguments")
 
@@ -46,31 +44,6 @@ class MintedId:
     index: int
     n: int
     upstream_id: str
-
-
-def canonical_arguments(arguments: str) -> str:
-    """One spelling per arguments value: the JSON parsed and written back with sorted keys,
-    no whitespace, and every number by its value (``1``, ``1.0`` and ``1e0`` are one number;
-    a string ``"1"`` is not the number 1). Text that is not JSON is its own canonical form
-    (compared byte for byte)."""
-    try:
-        value = json.loads(arguments, parse_float=Decimal, parse_int=Decimal)
-        return _canonical(value)
-    except (ValueError, RecursionError):
-        return arguments
-
-
-def _canonical(value: Any) -> str:
-    if isinstance(value, dict):
-        items = sorted((str(k), _canonical(v)) for k, v in value.items())
-        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{v}" for k, v in items) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_canonical(v) for v in value) + "]"
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            return str(value)
-        return "0" if value.is_zero() else format(value.normalize(), "E")
-    return json.dumps(value, ensure_ascii=False)  # a string, true, false or null
 
 
 def _b64(text: str) -> str:

@@ -9,7 +9,7 @@ with one call (its upstream id back) and each tool message the client's own with
 id, so the model never sees a parallel message and the prefix cache stays warm.
 
 A window is recognised by meaning, not by bytes: every call id verifies against the call's
-tool and the *value* of its arguments (:func:`~harness.proxy.ids.canonical_arguments`), so a
+tool and the *value* of its arguments (:func:`~harness.messages.canonical_arguments`), so a
 client that re-serialises the arguments (pydantic-ai, LangChain), sends the tool messages in
 another order or spells an empty ``content`` its own way still gets its window restored. The
 upstream gets its own argument strings back (kept in the store,

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness.proxy.ids import canonical_arguments
+from harness.messages import CallKey, call_key
 
 __all__ = ("Pending", "WindowStore", "call_signature")
 
@@ -76,7 +76,7 @@ class WindowStore:
         return self._by_calls.get(call_signature(calls))
 
 
-def call_signature(calls: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """Calls as a set of (tool, canonical arguments): the same window in any order and
-    spelling."""
-    return tuple(sorted((name, canonical_arguments(arguments)) for name, arguments in calls))
+def call_signature(calls: Iterable[tuple[str, str]]) -> tuple[CallKey, ...]:
+    """Calls as a set of (tool, canonical arguments), :func:`~harness.messages.call_key`: the
+    same window in any order and spelling."""
+    return tuple(sorted(call_key(name, arguments) for name, arguments in calls))

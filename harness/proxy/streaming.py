@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
-from harness.engines.base import StreamingEngine
+from harness.engines.base import StreamingEngine, engine_name
 from harness.errors import EngineError, HarnessError
 from harness.loop.state import RunState
 from harness.messages import Completion
@@ -65,7 +65,7 @@ async def _next(
     engine: StreamingEngine, meter: Meter, stream: AsyncGenerator[str | Completion, None]
 ) -> str | Completion:
     """The stream's next item, its wait counted as upstream time, failures typed."""
-    name = getattr(engine, "name", type(engine).__name__)
+    name = engine_name(engine)
     started, cpu = time.perf_counter(), time.thread_time()
     try:
         item = await stream.__anext__()

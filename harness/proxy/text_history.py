@@ -45,8 +45,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.messages import Message, ToolCall
-from harness.proxy.ids import CallIds, MintedId, canonical_arguments
+from harness.messages import Message, ToolCall, call_key
+from harness.proxy.ids import CallIds, MintedId
 from harness.proxy.restore import Unrestored
 from harness.proxy.store import WindowStore
 
@@ -184,10 +184,10 @@ def _react_step(
         return key
     pending = store.get(key)
     emitted = list(zip(pending.names, pending.arguments, strict=True)) if pending else []
-    place = {(n, canonical_arguments(a)): i for i, (n, a) in enumerate(emitted)}
+    place = {call_key(n, a): i for i, (n, a) in enumerate(emitted)}
     order = sorted(
         range(len(actions)),
-        key=lambda j: place.get((calls[j][0], canonical_arguments(calls[j][1])), j),
+        key=lambda j: place.get(call_key(*calls[j]), j),
     )
     lead = text[: actions[0].start()]
     marks = OBSERVED.findall(observed or "")

@@ -5,7 +5,7 @@ The engine seam carries it (``GenerationSettings.tool_choice``, typed as
 grammar, an OpenAI-compatible server upstream (``harness serve --upstream``,
 ``--tool-format openai``) gets it in each request. An engine that can do neither (a server
 with ``--tool-format harness``, a test double, any other
-:class:`~harness.engines.base.Engine`) says so by lacking ``takes_tool_choice``:
+:class:`~harness.engines.base.Engine`) is no :class:`~harness.engines.base.ToolChoiceEngine`:
 :func:`choice_plan` then serves the request serially and says why (never a silent ``"auto"``
 in place of what the client asked).
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from harness.engines import base
 from harness.engines.base import Engine, NamedTool, OtherToolChoice, ToolChoice
 from harness.engines.openai_http import OpenAIHTTPEngine
 
@@ -35,10 +36,10 @@ __all__ = ("ChoicePlan", "choice_plan", "takes_tool_choice")
 
 
 def takes_tool_choice(engine: Engine, choice: ToolChoice = "required") -> bool:
-    """``engine`` gives its model ``choice`` (see the module docstring): it has
-    ``takes_tool_choice``, and an object the harness does not interpret goes only to a
-    server upstream."""
-    if getattr(engine, "takes_tool_choice", False) is not True:
+    """``engine`` gives its model ``choice`` (see the module docstring): it is a
+    :class:`~harness.engines.base.ToolChoiceEngine` that takes it now, and an object the
+    harness does not interpret goes only to a server upstream."""
+    if not base.takes_tool_choice(engine):
         return False
     return not isinstance(choice, OtherToolChoice) or isinstance(engine, OpenAIHTTPEngine)
 
