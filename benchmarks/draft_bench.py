@@ -213,7 +213,7 @@ async def measure(
             print(f"starting the {proposer} engine…", flush=True)
             extra = {"draft_max_batch": args.draft_max_batch} if proposer == "window" else {}
             engines[proposer] = await stack.enter_async_context(
-                open_default_engine(speculate=proposer, **extra)
+                open_default_engine(drafting=proposer, **extra)
             )
         levers = {"skill_tools": args.skill_tools, "open_slots": args.open_slots}
         with (out / "results.jsonl").open("a", encoding="utf-8") as sink:

@@ -235,7 +235,7 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         plain = await stack.enter_async_context(open_default_engine(extra=SCORER_SETTINGS))
         print(f"starting the {args.proposer} engine…", file=sys.stderr, flush=True)
         drafted = await stack.enter_async_context(
-            open_default_engine(speculate=args.proposer, draft_max_batch=0)
+            open_default_engine(drafting=args.proposer, draft_max_batch=0)
         )
         assert isinstance(plain, VLLMEngine)
         assert isinstance(drafted, VLLMEngine)

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.timeout(900)]
 @pytest.fixture(scope="module")
 async def window_engine(smollm2_dir: Path) -> AsyncIterator[VLLMEngine]:
     # Drafting at any load: the comparison must exercise the drafts.
-    engine = await VLLMEngine.start(smollm2_dir, speculate="window", draft_max_batch=0)
+    engine = await VLLMEngine.start(smollm2_dir, drafting="window", draft_max_batch=0)
     try:
         yield engine
     finally:

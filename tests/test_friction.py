@@ -165,7 +165,7 @@ def test_serve_announces_its_embedded_engine_before_it_starts(
     from harness._commands.serve import _engine
 
     async def open_once() -> None:
-        args = argparse.Namespace(upstream=None, speculate="none", model=None)
+        args = argparse.Namespace(upstream=None, drafting="none", model=None)
         async with _engine(args, None):
             assert capsys.readouterr().err.startswith("starting the engine…")
 

@@ -130,11 +130,11 @@ def test_serve_passes_the_cache_size_to_its_embedded_engine(
         async with _engine(args, None):
             pass
 
-    args = argparse.Namespace(upstream=None, speculate="none", model=None, kv_cache_gib=0.25)
+    args = argparse.Namespace(upstream=None, drafting="none", model=None, kv_cache_gib=0.25)
     anyio.run(open_once, args)
     assert opened_with == [{"kv_cache_gib": 0.25}]
     upstream = argparse.Namespace(
-        upstream=["http://127.0.0.1:1/v1"], speculate="none", model=None, kv_cache_gib=0.25
+        upstream=["http://127.0.0.1:1/v1"], drafting="none", model=None, kv_cache_gib=0.25
     )
     with pytest.raises(ConfigError, match="an --upstream server sizes its own"):
         anyio.run(open_once, upstream)

@@ -121,11 +121,11 @@ tools = ["write_report"]
         ({"effects": EFFECTS_TOML}, "no --manifest"),
         ({"effects": EFFECTS_TOML, "manifest": MANIFEST_TOML}, "write_report"),
         (
-            {"--speculate": "ngram"},
-            "--speculate and --draft-max-batch draft on the embedded engine",
+            {"--drafting": "ngram"},
+            "--drafting and --draft-max-batch draft on the embedded engine",
         ),
     ],
-    ids=["effects-without-manifest", "manifest-naming-an-undeclared-tool", "speculate-upstream"],
+    ids=["effects-without-manifest", "manifest-naming-an-undeclared-tool", "drafting-upstream"],
 )
 def test_inconsistent_start_up_options_are_one_line_and_exit_2(
     tmp_path: Path, files: dict[str, str], fragment: str

@@ -139,7 +139,7 @@ def test_each_proposer_has_its_speculative_config_and_a_missing_extra_is_one_cle
     with pytest.raises(ConfigError, match="1-16"):
         speculative_config("ngram", 0)
     with pytest.raises(ConfigError, match="draft_max_batch"):
-        VLLMSettings(speculate="window", draft_max_batch=-1).engine_args("m")
+        VLLMSettings(drafting="window", draft_max_batch=-1).engine_args("m")
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,

@@ -25,11 +25,15 @@ __all__ = (
 )
 
 ENGINES = ("vllm", "http", "scripted")
+#: The values of ``--drafting`` (``harness.engines.vllm.DRAFTING``, not imported: it loads vLLM).
+DRAFTING_CHOICES = ("none", "ngram", "suffix", "window")
 DTYPES = ("bfloat16", "float16", "float32")
-#: ``--speculate`` when not given: drafting is on by default on the in-process engine of
+#: ``--drafting`` when not given: drafting is on by default on the in-process engine of
 #: ``run``, ``bench`` and ``serve`` (``benchmarks/results/draft/``: it lowered the wall at one
-#: loop and at 8; ``--speculate none`` turns it off).
-DEFAULT_SPECULATE = "window"
+#: loop and at 8; ``--drafting none`` turns it off).
+DEFAULT_DRAFTING = "window"
+#: The old name of :data:`DEFAULT_DRAFTING`.
+DEFAULT_SPECULATE = DEFAULT_DRAFTING
 #: ``--draft-max-batch`` when not given with the window proposer: it drafts nothing in a step
 #: where more than 8 requests decode (at 12 and 16 loops drafting did not lower the wall:
 #: docs/engines.md, Under load).
@@ -84,11 +88,11 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_drafting_arguments(group: argparse._ActionsContainer) -> None:
-    """``--speculate`` and ``--draft-max-batch``: shared by the engine options and
-    ``harness serve``."""
+    """``--drafting`` (and its deprecated spelling ``--speculate``) and ``--draft-max-batch``:
+    shared by the engine options and ``harness serve``."""
     group.add_argument(
-        "--speculate",
-        choices=("none", "ngram", "suffix", "window"),
+        "--drafting",
+        choices=DRAFTING_CHOICES,
         default=None,
         help="for the in-process vLLM engine: drafted decoding, the same tokens under greedy "
         "decoding up to numerical ties, verified in one pass: window (default): the harness "
@@ -97,7 +101,15 @@ def add_drafting_arguments(group: argparse._ActionsContainer) -> None:
         "drafting (the tokens of an undrafted engine exactly); ngram: vLLM's prompt-lookup "
         "proposer drafts from earlier in the prompt (the previous tool call); suffix: vLLM's "
         "suffix-tree proposer (needs arctic-inference: make suffix). See docs/engines.md, "
-        "Drafted decoding",
+        "Drafted decoding. Not --arm F+spec (certified speculation of calls)",
+    )
+    group.add_argument(
+        "--speculate",
+        choices=DRAFTING_CHOICES,
+        dest="drafting",
+        action=_DeprecatedSpelling,
+        metavar="{" + ",".join(DRAFTING_CHOICES) + "}",
+        help="deprecated: the old spelling of --drafting (removed in the next release)",
     )
     group.add_argument(
         "--draft-max-batch",
@@ -109,6 +121,26 @@ def add_drafting_arguments(group: argparse._ActionsContainer) -> None:
         "drafts for many loops at once can cost more than it saves (measure with python -m "
         "benchmarks.draft_bench --concurrency 8)",
     )
+
+
+class _DeprecatedSpelling(argparse.Action):
+    """An option's old spelling: stores its value under the new one's ``dest`` and says on
+    stderr, once per use, which spelling to use instead."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        new = "--" + self.dest.replace("_", "-")
+        print(
+            f"harness: warning: {option_string} is deprecated, use {new} (the old spelling "
+            "goes in the next release)",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
 
 
 @dataclass(frozen=True)
@@ -125,7 +157,7 @@ class EngineOptions:
     routing: Policy = "affine"
     dtype: str | None = None
     kv_cache_gib: float | None = None
-    speculate: str | None = None
+    drafting: str | None = None
     draft_max_batch: int | None = None
 
     @classmethod
@@ -139,7 +171,7 @@ class EngineOptions:
             routing=getattr(args, "routing", "affine"),
             dtype=getattr(args, "dtype", None),
             kv_cache_gib=getattr(args, "kv_cache_gib", None),
-            speculate=getattr(args, "speculate", None),
+            drafting=getattr(args, "drafting", None),
             draft_max_batch=getattr(args, "draft_max_batch", None),
         )
 
@@ -154,16 +186,16 @@ class EngineOptions:
 
     def embedded_overrides(self) -> dict[str, Any]:
         """The in-process engine's settings the options name (``--dtype``,
-        ``--kv-cache-gib``, ``--speculate``, ``--draft-max-batch``; a command without one
-        leaves its default, but drafting is on unless ``--speculate none``:
-        :data:`DEFAULT_SPECULATE`, :data:`DEFAULT_DRAFT_MAX_BATCH`), checked now: a missing
+        ``--kv-cache-gib``, ``--drafting``, ``--draft-max-batch``; a command without one
+        leaves its default, but drafting is on unless ``--drafting none``:
+        :data:`DEFAULT_DRAFTING`, :data:`DEFAULT_DRAFT_MAX_BATCH`), checked now: a missing
         extra is a one-line ConfigError before the engine starts."""
         overrides: dict[str, Any] = {
             name: value
             for name, value in (("dtype", self.dtype), ("kv_cache_gib", self.kv_cache_gib))
             if value is not None
         }
-        return overrides | _drafting_overrides(self.speculate, self.draft_max_batch)
+        return overrides | _drafting_overrides(self.drafting, self.draft_max_batch)
 
 
 def embedded_engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -171,20 +203,20 @@ def embedded_engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return EngineOptions.from_args(args).embedded_overrides()
 
 
-def _drafting_overrides(speculate: str | None, draft_max_batch: int | None) -> dict[str, Any]:
-    speculate = speculate or DEFAULT_SPECULATE
-    if draft_max_batch is not None and speculate != "window":
+def _drafting_overrides(drafting: str | None, draft_max_batch: int | None) -> dict[str, Any]:
+    drafting = drafting or DEFAULT_DRAFTING
+    if draft_max_batch is not None and drafting != "window":
         raise ConfigError(
-            f"--draft-max-batch is the window proposer's, not {speculate}'s: drop one of "
-            "--speculate and --draft-max-batch."
+            f"--draft-max-batch is the window proposer's, not {drafting}'s: drop one of "
+            "--drafting and --draft-max-batch."
         )
-    if speculate == "none":
+    if drafting == "none":
         return {}
     from harness.engines.vllm import speculative_config
 
-    speculative_config(speculate)
-    overrides: dict[str, Any] = {"speculate": speculate}
-    if speculate == "window":
+    speculative_config(drafting)
+    overrides: dict[str, Any] = {"drafting": drafting}
+    if drafting == "window":
         overrides["draft_max_batch"] = (
             DEFAULT_DRAFT_MAX_BATCH if draft_max_batch is None else draft_max_batch
         )

@@ -61,7 +61,7 @@ flatten what the model cannot afford to emit in parallel. Beside them, F+spec (c
 speculation: the window's calls start when its phase starts, harness.costmodel.speculation):
 its wall time, what it saves over F, and the tool latency L* above which it beats P. With
 --draft-acceptance, drafted decoding (harness.costmodel.drafting: the engine verifies k
-drafted tokens per step; --speculate on the embedded engine) prices every arm's window again.
+drafted tokens per step; --drafting on the embedded engine) prices every arm's window again.
 
 Every regime parameter has an option; --params FILE reads a JSON object of them (the
 format `Regime.to_json` writes and the benchmark emits), and options override the file.

@@ -87,7 +87,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="schema_sound",
         help="the certifier (default schema_sound; phase_heuristic can false-fill)",
     )
-    parser.add_argument("--max-window", type=int, default=16, help="most calls in one window")
+    parser.add_argument(
+        "--max-window",
+        type=int,
+        default=None,
+        help="most calls in one window (default 16)",
+    )
     parser.add_argument(
         "--max-body-bytes", type=int, default=4 * 1024 * 1024, help="request body limit"
     )
@@ -201,11 +206,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 @asynccontextmanager
 async def _engine(args: argparse.Namespace, key: str | None) -> AsyncIterator[Engine]:
     if args.upstream and (
-        getattr(args, "speculate", None) not in (None, "none")
+        getattr(args, "drafting", None) not in (None, "none")
         or getattr(args, "draft_max_batch", None) is not None
     ):
         raise ConfigError(
-            "--speculate and --draft-max-batch draft on the embedded engine; an --upstream "
+            "--drafting and --draft-max-batch draft on the embedded engine; an --upstream "
             "server decodes on its own (vllm serve --speculative-config ...): drop one of them."
         )
     if args.upstream and getattr(args, "kv_cache_gib", None) is not None:
@@ -257,6 +262,7 @@ def _fabric(args: argparse.Namespace, engine: Engine) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.certify import DEFAULT_MAX_WINDOW
     from harness.loop.ledger import Ledger
     from harness.proxy import ProxyConfig, build_app, load_effects
     from harness.proxy.serve import check_bind, serve
@@ -274,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
         effects=effects,
         manifest=manifest,
         detector=args.detector,
-        max_window=args.max_window,
+        max_window=DEFAULT_MAX_WINDOW if args.max_window is None else args.max_window,
         api_key=api_key,
         max_body_bytes=args.max_body_bytes,
         max_messages=args.max_messages,

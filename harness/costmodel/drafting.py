@@ -1,7 +1,7 @@
 """The closed form of drafted decoding (speculative decoding) beside the paper's arms.
 
 :mod:`harness.costmodel` decodes every token of a call at ``t_dec`` seconds. With drafted
-decoding (``--speculate``: vLLM's n-gram or suffix proposer, or the harness's window proposer,
+decoding (``--drafting``: vLLM's n-gram or suffix proposer, or the harness's window proposer,
 :mod:`harness.engines.window_drafts`) the engine proposes ``k`` tokens and the model verifies
 them in one forward pass: it keeps the longest accepted prefix and adds one token of its own.
 Under greedy decoding the tokens are the model's own (lossless); only the time changes.

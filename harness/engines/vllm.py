@@ -32,7 +32,7 @@ import time
 import uuid
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import InitVar, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ from harness.errors import ConfigError, ContextWindowExceeded, EngineDeadError, 
 from harness.messages import Completion, Message, Timings, ToolSpec, Usage, token_digest
 
 __all__ = (
+    "DRAFTING",
     "SPECULATE",
     "START_METHODS",
     "CacheStats",
@@ -115,8 +116,10 @@ class VLLMSettings:
       the weight-loading progress bars: a quiet engine prints nothing. Set
       ``VLLM_LOGGING_LEVEL`` or ``TORCH_CPP_LOG_LEVEL`` yourself to see more.
     - ``load_format`` ``"dummy"`` gives random weights (fast contract tests; output is noise).
-    - ``speculate``: speculative decoding (a draft the model verifies in one forward pass;
-      under greedy decoding the output is the same tokens): ``"none"`` (default), ``"ngram"``
+    - ``drafting``: drafted (speculative) decoding, a draft the model verifies in one forward
+      pass; under greedy decoding the output is the same tokens. Not arm F+spec's certified
+      speculation of tool calls (``FlattenSettings.speculate``), which starts calls early and
+      leaves decoding alone. ``"none"`` (default), ``"ngram"``
       (vLLM's prompt-lookup proposer: drafts the continuation of the last 2-4 tokens from
       earlier in the same prompt, e.g. the previous tool call), ``"suffix"`` (vLLM's
       suffix-tree proposer; needs the ``arctic-inference`` package), ``"window"`` (the
@@ -130,6 +133,8 @@ class VLLMSettings:
       ``benchmarks/results/draft/``), so the default leaves drafting on. vLLM's own
       proposers have no such switch.
     - ``extra``: any further ``AsyncEngineArgs`` fields, passed through.
+    - ``speculate``: the old name of ``drafting`` (deprecated: a DeprecationWarning; removed
+      in the next release).
     """
 
     max_model_len: int = 8192
@@ -145,15 +150,21 @@ class VLLMSettings:
     seed: int = 0
     load_format: str = "auto"
     quiet: bool = True
-    speculate: str = "none"
+    drafting: str = "none"
     speculative_tokens: int = 6
     draft_max_batch: int = DRAFT_MAX_BATCH
     extra: Mapping[str, Any] = field(default_factory=dict)
+    speculate: InitVar[str | None] = None
+
+    def __post_init__(self, speculate: str | None) -> None:
+        if speculate is not None:
+            warnings.warn(_SPECULATE_RENAMED, DeprecationWarning, stacklevel=3)
+            object.__setattr__(self, "drafting", speculate)
 
     @classmethod
     def from_kwargs(cls, base: VLLMSettings | None = None, **overrides: Any) -> VLLMSettings:
         """``base`` (or the defaults) with ``overrides``; unknown names are a ConfigError."""
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} | {"speculate"}
         unknown = sorted(set(overrides) - known)
         if unknown:
             raise ConfigError(
@@ -185,7 +196,7 @@ class VLLMSettings:
             raise ConfigError(
                 f"draft_max_batch must be 0 (no limit) or more, not {self.draft_max_batch}."
             )
-        spec = speculative_config(self.speculate, self.speculative_tokens)
+        spec = speculative_config(self.drafting, self.speculative_tokens)
         if spec is not None:
             args["speculative_config"] = spec
         args.update(self.extra)
@@ -213,15 +224,21 @@ class VLLMSettings:
         return env
 
 
-#: The values of ``VLLMSettings.speculate`` (and of ``--speculate``).
-SPECULATE = ("none", "ngram", "suffix", "window")
+#: The values of ``VLLMSettings.drafting`` (and of ``--drafting``).
+DRAFTING = ("none", "ngram", "suffix", "window")
+#: The old name of :data:`DRAFTING`.
+SPECULATE = DRAFTING
+_SPECULATE_RENAMED = (
+    "VLLMSettings(speculate=...) is now drafting=... (drafted decoding; 'speculate' names arm "
+    "F+spec's certified speculation of calls); the old name goes in the next release."
+)
 
 
 def speculative_config(method: str, tokens: int = 6) -> dict[str, Any] | None:
     """vLLM's ``speculative_config`` for ``method`` (``None`` for ``"none"``); a
     ConfigError names what is wrong or missing."""
-    if method not in SPECULATE:
-        raise ConfigError(f"Unknown speculate={method!r}; use one of {', '.join(SPECULATE)}.")
+    if method not in DRAFTING:
+        raise ConfigError(f"Unknown drafting={method!r}; use one of {', '.join(DRAFTING)}.")
     if method == "none":
         return None
     if not 1 <= tokens <= 16:
@@ -241,9 +258,9 @@ def speculative_config(method: str, tokens: int = 6) -> dict[str, Any] | None:
         }
     if importlib.util.find_spec("arctic_inference") is None:
         raise ConfigError(
-            "speculate='suffix' needs vLLM's suffix proposer from the arctic-inference "
+            "drafting='suffix' needs vLLM's suffix proposer from the arctic-inference "
             "package: run `make suffix` in a checkout (it builds the CPU part; or pip install "
-            "arctic-inference where CUDA torch is acceptable), or use --speculate window."
+            "arctic-inference where CUDA torch is acceptable), or use --drafting window."
         )
     return {"method": "suffix", "num_speculative_tokens": tokens}
 
@@ -265,16 +282,12 @@ class CacheStats:
 @dataclass(frozen=True)
 class DraftStats:
     """Engine-wide speculative-decoding counters since start (all zero without
-    ``speculate``): ``drafts`` verification steps that checked a draft, ``draft_tokens``
+    ``drafting``): ``drafts`` verification steps that checked a draft, ``draft_tokens``
     drafted, ``accepted_tokens`` of them the model confirmed."""
 
     drafts: int = 0
     draft_tokens: int = 0
     accepted_tokens: int = 0
-
-    @property
-    def acceptance_rate(self) -> float:
-        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else 0.0
 
     @property
     def tokens_per_step(self) -> float:
@@ -621,7 +634,7 @@ class VLLMEngine(ClosingContext):
         resolved = VLLMSettings.from_kwargs(settings, **overrides)
         folder = _model_folder(model)
         _apply_environment(resolved)
-        channel = DraftChannel() if resolved.speculate == "window" else None
+        channel = DraftChannel() if resolved.drafting == "window" else None
         if channel is not None:  # the forked worker's proposer reads these (window_drafts)
             os.environ[CHANNEL_ENV] = str(channel.path)
             os.environ[MAX_BATCH_ENV] = str(resolved.draft_max_batch)
@@ -689,7 +702,7 @@ class VLLMEngine(ClosingContext):
 
     @property
     def drafts_calls(self) -> bool:
-        """Whether this engine drafts ``GenerationSettings.draft_calls`` (``speculate="window"``)."""
+        """Whether this engine drafts ``GenerationSettings.draft_calls`` (``drafting="window"``)."""
         return self._drafts is not None
 
     @property
