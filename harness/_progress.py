@@ -54,6 +54,13 @@ class Progress:
             f"  {self._clock(elapsed)} elapsed{eta}  {note[:40]}"
         )
 
+    def restart(self, total: int) -> None:
+        """Count ``total`` items from now: a runner learns its total (what is left to run)
+        after its caller made the bar."""
+        self.total = max(total, 0)
+        self.done = self.failed = 0
+        self.started = time.monotonic()
+
     def advance(self, note: str = "", *, failed: bool = False) -> None:
         self.done += 1
         self.failed += int(failed)

@@ -16,6 +16,7 @@ from harness._commands._exit import EXIT_JOB_FAILED, EXIT_OK
 from harness._commands._guide_args import add_guide_arguments, guides
 from harness._commands._ray_args import add_ray_arguments, check_ray_arguments, open_ray_pool
 from harness._commands._signals import until_signalled
+from harness._progress import Progress
 from harness.errors import ConfigError
 from harness.loop.arm_label import ARM_LABEL_NAMES
 
@@ -224,11 +225,13 @@ def run(args: argparse.Namespace) -> int:
                 return await run_bench(
                     None, plan, scripted=args.engine == "scripted",
                     retry_failed=args.retry_failed, executor=pool,
+                    progress=_bar(), say=print,
                 )  # fmt: skip
         async with open_engine(EngineOptions.from_args(args)) as engine:
             return await run_bench(
-                engine, plan, scripted=args.engine == "scripted", retry_failed=args.retry_failed
-            )
+                engine, plan, scripted=args.engine == "scripted",
+                retry_failed=args.retry_failed, progress=_bar(), say=print,
+            )  # fmt: skip
 
     summary = anyio.run(
         until_signalled,
@@ -241,6 +244,11 @@ def run(args: argparse.Namespace) -> int:
 
 #: What a re-report keeps of the run's own meta: how and where it ran, not what it found.
 _KEPT_META = ("engine", "plan", "bench_wall_s", "segment_wall_s", "executor", "versions")
+
+
+def _bar() -> Progress:
+    """The jobs' progress bar on stderr (the runner sets its total)."""
+    return Progress(0, "jobs", failed_label="harness failure(s)")
 
 
 def _stored_meta(out: Path, current_versions: dict[str, str]) -> dict[str, Any]:

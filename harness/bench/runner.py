@@ -28,7 +28,7 @@ import hashlib
 import json
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ import anyio
 
 from harness._jsonl import open_append
 from harness._lockfile import lock_directory
+from harness._logging import get_logger
 from harness._progress import Progress
 from harness.bench.bfcl import (
     CATEGORIES,
@@ -383,11 +384,17 @@ async def run_bench(
     scripted: bool = False,
     retry_failed: bool = False,
     executor: JobExecutor | None = None,
+    progress: Progress | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the plan on ``engine``; write results, summary, regime, report.
 
     With ``executor`` (e.g. a Ray pool) the jobs run there (``engine`` is not used) and this
     process still writes every result, the progress bar and the report.
+
+    A library prints nothing unless asked: ``progress`` (a bar the caller made; restarted at
+    the number of jobs left to run) advances once per job, and ``say`` receives what a resume
+    kept (default: logged to ``harness.bench`` at info level). The CLI passes both.
 
     The returned summary also says how many selected jobs there are (``jobs``) and how many
     errored, by error kind (``errors``)."""
@@ -401,41 +408,59 @@ async def run_bench(
         ),
     )
     try:
-        return await _run_locked(engine, plan, scripted, retry_failed, executor, write_report)
+        return await _run_locked(
+            engine,
+            plan,
+            _RunOptions(scripted, retry_failed, executor, progress, say or _default_say),
+            write_report,
+        )
     finally:
         lock.close()
+
+
+def _default_say(message: str) -> None:
+    get_logger("harness.bench").info("bench_resume", note=message)
+
+
+@dataclass(frozen=True)
+class _RunOptions:
+    """How :func:`run_bench` runs its plan (everything but the engine and the plan)."""
+
+    scripted: bool
+    retry_failed: bool
+    executor: JobExecutor | None
+    progress: Progress | None
+    say: Callable[[str], None]
 
 
 async def _run_locked(
     engine: Engine | None,
     plan: BenchPlan,
-    scripted: bool,
-    retry_failed: bool,
-    executor: JobExecutor | None,
+    options: _RunOptions,
     write_report: Any,
 ) -> dict[str, Any]:
+    executor, progress, say = options.executor, options.progress, options.say
     results_path = plan.out / "results.jsonl"
     jobs = load_results(results_path)
     planned = plan_jobs(plan)
     _check_plan(plan, has_results=bool(jobs))
-    if scripted:
+    if options.scripted:
         planned = [p for p in planned if p.spec.policy in _FORCED and p.bfcl is None]
-    rerun = {j["job_id"] for j in jobs if rerun_on_resume(j, retry_failed)}
+    rerun = {j["job_id"] for j in jobs if rerun_on_resume(j, options.retry_failed)}
     done = {j["job_id"] for j in jobs} - rerun
     kept = [j for j in jobs if j["job_id"] in done and j.get("error")]
     todo = [p for p in planned if p.id not in done]
     manifest = load_workspace_manifest()
-    progress = Progress(len(todo), "jobs", failed_label="harness failure(s)")
+    if progress is not None:
+        progress.restart(len(todo))
     if jobs:
-        print(
+        say(
             f"resuming: {len(done)} job(s) already in {results_path}, {len(todo)} to run"
             + (f" ({len(rerun)} errored earlier and run again)" if rerun else "")
         )
     if kept:
         kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(error_kinds(kept).items()))
-        print(
-            f"kept {len(kept)} errored job(s) as results ({kinds}); --retry-failed runs them again"
-        )
+        say(f"kept {len(kept)} errored job(s) as results ({kinds}); --retry-failed runs them again")
     limiter = anyio.CapacityLimiter(plan.concurrency if executor is None else executor.capacity)
     started = time.monotonic()
 
@@ -455,7 +480,8 @@ async def _run_locked(
             "model_failed": "model could not solve it",
             "control_failed": "the heuristic control missed (false fill)",
         }.get(verdict, "HARNESS FAILED")
-        progress.advance(f"{item.id}: {note}", failed=verdict == "harness_failed")
+        if progress is not None:
+            progress.advance(f"{item.id}: {note}", failed=verdict == "harness_failed")
 
     before = len(jobs)
     try:
@@ -472,15 +498,7 @@ async def _run_locked(
     planned_ids = {p.id for p in planned}
     latest = {j["job_id"]: j for j in jobs}  # a job that ran again: its last run counts
     selected = [j for j in latest.values() if j["job_id"] in planned_ids]
-    meta = {
-        "plan": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(plan).items()},
-        "engine": plan.engine_label,
-        "bench_wall_s": sum(float(s["wall_s"]) for s in segments),
-        "segment_wall_s": [float(s["wall_s"]) for s in segments],
-        "versions": versions(),
-    }
-    if executor is not None:
-        meta["executor"] = executor.describe()
+    meta = _report_meta(plan, segments, executor)
     summary: dict[str, Any] = write_report(
         selected, plan.out, meta, declared_gap_pp=plan.declared_gap_pp
     )
@@ -491,6 +509,23 @@ async def _run_locked(
         "harness_failed": sum(1 for j in selected if outcome(j) == "harness_failed"),
         "outcome_line": outcome_line(selected),
     }
+
+
+def _report_meta(
+    plan: BenchPlan, segments: Sequence[Mapping[str, Any]], executor: JobExecutor | None
+) -> dict[str, Any]:
+    """What the report records beside the jobs: the plan, the engine, the wall time of every
+    segment of the run, the versions, and where the jobs ran."""
+    meta: dict[str, Any] = {
+        "plan": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(plan).items()},
+        "engine": plan.engine_label,
+        "bench_wall_s": sum(float(s["wall_s"]) for s in segments),
+        "segment_wall_s": [float(s["wall_s"]) for s in segments],
+        "versions": versions(),
+    }
+    if executor is not None:
+        meta["executor"] = executor.describe()
+    return meta
 
 
 def versions() -> dict[str, str]:

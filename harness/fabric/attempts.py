@@ -56,7 +56,7 @@ Account = Callable[[Sequence[Usage | None]], int]
 
 def render_messages(
     node: Node,
-    inputs: Mapping[str, NodeResult],
+    dependencies: Mapping[str, NodeResult],
     *,
     system: str = NODE_SYSTEM,
     feedback: Sequence[str] = (),
@@ -73,13 +73,13 @@ def render_messages(
         else ""
     )
     if node.messages is not None:
-        messages = list(node.messages(inputs))
+        messages = list(node.messages(dependencies))
         if note:
             messages.append({"role": "user", "content": note.strip()})
         return messages
     user = node.prompt
-    if inputs:
-        shown = "\n".join(_shown(dep, inputs[dep]) for dep in node.deps)
+    if dependencies:
+        shown = "\n".join(_shown(dep, dependencies[dep]) for dep in node.deps)
         user += "\n\nOutputs of the steps this one builds on:\n" + shown
     return [
         {"role": "system", "content": node.system or system},
@@ -129,7 +129,7 @@ class NodeRunner:
     def __init__(
         self,
         node: Node,
-        inputs: Mapping[str, NodeResult],
+        dependencies: Mapping[str, NodeResult],
         *,
         config: FabricConfig,
         engine: Engine,
@@ -140,7 +140,7 @@ class NodeRunner:
         speculative: bool,
     ) -> None:
         self.node = node
-        self.inputs = inputs
+        self.dependencies = dependencies
         self.config = config
         self.engine = engine
         self.toolset = toolset
@@ -288,7 +288,7 @@ class NodeRunner:
         if node.kind == "verify":
             assert node.check is not None
             verdict = await run_verifier(
-                node.check, self.inputs, timeout_s=self.config.verifier_timeout_s
+                node.check, self.dependencies, timeout_s=self.config.verifier_timeout_s
             )
             return _Output(verdict.reason or "passed", verdict.passed, "verify", verdict=verdict)
         return await self._produce_llm(gate, feedback)
@@ -336,7 +336,9 @@ class NodeRunner:
     async def _produce_llm(self, gate: Gate, feedback: Sequence[str]) -> _Output:
         node, config = self.node, self.config
         try:
-            messages = render_messages(node, self.inputs, system=config.system, feedback=feedback)
+            messages = render_messages(
+                node, self.dependencies, system=config.system, feedback=feedback
+            )
         except Exception as exc:  # the caller's message builder is broken: say so, per node
             return _Output(mode=gate.mode, error=_builder_error(node, "its messages builder", exc))
         settings = config.settings
@@ -377,7 +379,9 @@ class NodeRunner:
         assert toolset is not None
         assert node.tool is not None
         try:
-            arguments = node.arguments(self.inputs) if callable(node.arguments) else node.arguments
+            arguments = (
+                node.arguments(self.dependencies) if callable(node.arguments) else node.arguments
+            )
             raw = json.dumps(dict(arguments), sort_keys=True, ensure_ascii=False)
         except Exception as exc:  # the caller's arguments builder is broken: say so, per node
             return _Output(mode="tool", error=_builder_error(node, "its arguments builder", exc))

@@ -412,7 +412,7 @@ class FabricRun:
 
     async def _run_node(self, entry: _Entry, wave: int) -> None:
         node = entry.node
-        inputs = {d: self._results[d] for d in node.deps}
+        dependencies = {d: self._results[d] for d in node.deps}
         last: list[int | None] = [None]
 
         def account(stage: Sequence[Usage | None]) -> int:
@@ -422,7 +422,7 @@ class FabricRun:
 
         runner = NodeRunner(
             node,
-            inputs,
+            dependencies,
             config=self.fabric.config,
             engine=self.engine,
             toolset=self.fabric.toolset,
