@@ -53,6 +53,17 @@ def _false_fills(wt: WorkloadTask, manifest: Manifest, windows: list[dict[str, A
         window["false_fill"] = not any(isinstance(v, Certificate) for v in verdicts)
 
 
+def _open_durable(
+    durable: Path, wt: WorkloadTask, spec: JobSpec, damaged: OnDamage
+) -> tuple[Journal, DurableStore]:
+    """A durable job's journal and its store on disk, each resumed when the directory holds
+    it already (the store created from the task's initial state otherwise)."""
+    journal = open_job_journal(durable, job_id(wt.id, spec), label=spec.label, damaged=damaged)
+    path = durable / "store.sqlite3"
+    store = DurableStore(path) if path.exists() else DurableStore.create(path, wt.initial_state())
+    return journal, store
+
+
 async def run_job(
     engine: Engine,
     wt: WorkloadTask,
@@ -77,11 +88,7 @@ async def run_job(
     if durable is None:
         toolset, state = wt.toolset(latency=latency)
     else:
-        journal = open_job_journal(durable, job_id(wt.id, spec), label=spec.label, damaged=damaged)
-        path = durable / "store.sqlite3"
-        store = DurableStore(path) if path.exists() else DurableStore.create(
-            path, wt.initial_state()
-        )  # fmt: skip
+        journal, store = _open_durable(durable, wt, spec, damaged)
         toolset, state = durable_toolset(store, latency=latency), store.state()
     ledger = Ledger(log=True)
     config = spec.loop_config()
