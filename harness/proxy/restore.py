@@ -129,6 +129,36 @@ def _restore_one(
         calls.append(ToolCall.from_openai(raw))
     if not any(ids.looks_minted(c.id) for c in calls):
         return None  # not ours: untouched, no warning
+    verified = _verified(calls, ids, out)
+    if verified is None:
+        return None
+    key, n = verified[0].window, verified[0].n
+    by_id = _results_by_id(results, calls, key, n, out)
+    if by_id is None:
+        return None
+    pending = store.get(key) if store is not None else None
+    contents = pending.contents if pending is not None and pending.contents else ()
+    originals = pending.arguments if pending is not None and len(pending.arguments) == n else ()
+    serial: list[Message] = []
+    upstream_calls = []
+    texts = []
+    for i, (call, minted) in enumerate(zip(calls, verified, strict=True)):
+        arguments = originals[i] if originals else call.arguments
+        upstream = ToolCall(minted.upstream_id, call.name, arguments)
+        upstream_calls.append(upstream)
+        raw = message["tool_calls"][i]
+        function = {**raw["function"], "arguments": arguments}
+        entry = {**raw, "id": upstream.id, "function": function}
+        serial.append(_assistant(message, i, contents, empty, entry))
+        result = by_id[call.id]
+        serial.append({**result, "tool_call_id": upstream.id})
+        texts.append(_text(result.get("content")))
+    return serial, RestoredWindow(key, tuple(upstream_calls), tuple(texts), False)
+
+
+def _verified(calls: Sequence[ToolCall], ids: CallIds, out: Restoration) -> list[MintedId] | None:
+    """What each minted id of a window's message says, when every call verifies and the
+    window came back whole and in order; else ``None`` (why is noted in ``out``)."""
     verified: list[MintedId] = []
     for call in calls:
         minted = ids.verify(call)
@@ -158,6 +188,14 @@ def _restore_one(
             )
         )
         return None
+    return verified
+
+
+def _results_by_id(
+    results: Sequence[Message], calls: Sequence[ToolCall], key: str, n: int, out: Restoration
+) -> dict[str, Message] | None:
+    """Window ``key``'s tool results by call id, when each of its ``n`` calls has exactly one;
+    else ``None`` (why is noted in ``out``)."""
     by_id: dict[str, Message] = {}
     for result in results:
         call_id = str(result.get("tool_call_id", ""))
@@ -182,24 +220,7 @@ def _restore_one(
             )
         )
         return None
-    pending = store.get(key) if store is not None else None
-    contents = pending.contents if pending is not None and pending.contents else ()
-    originals = pending.arguments if pending is not None and len(pending.arguments) == n else ()
-    serial: list[Message] = []
-    upstream_calls = []
-    texts = []
-    for i, (call, minted) in enumerate(zip(calls, verified, strict=True)):
-        arguments = originals[i] if originals else call.arguments
-        upstream = ToolCall(minted.upstream_id, call.name, arguments)
-        upstream_calls.append(upstream)
-        raw = message["tool_calls"][i]
-        function = {**raw["function"], "arguments": arguments}
-        entry = {**raw, "id": upstream.id, "function": function}
-        serial.append(_assistant(message, i, contents, empty, entry))
-        result = by_id[call.id]
-        serial.append({**result, "tool_call_id": upstream.id})
-        texts.append(_text(result.get("content")))
-    return serial, RestoredWindow(key, tuple(upstream_calls), tuple(texts), False)
+    return by_id
 
 
 def _assistant(
