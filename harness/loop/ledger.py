@@ -1,7 +1,7 @@
 """The ledger: every turn, call and window of a run, as structured events.
 
 Each record is a frozen dataclass with a ``kind`` (``turn``, ``call``, ``window``, ``run``,
-and the proxy's ``unrestored``).
+and the proxy's ``unrestored`` and ``exchange``).
 A :class:`Ledger` keeps them in memory, logs each one as a debug event (logger
 ``harness.ledger``, event name = kind; silent unless the application configures logging, see
 :mod:`harness._logging`) and, when given a path, appends it to a JSONL trace.
@@ -31,6 +31,7 @@ from harness.tools.execute import CallMode
 __all__ = (
     "CallMode",
     "CallRecord",
+    "ExchangeRecord",
     "Ledger",
     "Purpose",
     "Record",
@@ -220,7 +221,39 @@ class UnrestoredRecord:
     kind: str = "unrestored"
 
 
-Record = TurnRecord | CallRecord | SettledRecord | WindowRecord | RunRecord | UnrestoredRecord
+@dataclass(frozen=True)
+class ExchangeRecord:
+    """One request the proxy answered, as the client got it, as a serial trace needs it to
+    draft a skill manifest (``harness init --traces``): ``turn`` the
+    assistant messages the client's history held, ``tools`` and ``arguments`` the calls the
+    reply carried (names and raw argument strings, in order), ``prompt`` the first user
+    message's text on a conversation's first request (``None`` on the later ones).
+    ``before`` and ``after`` chain the requests of one conversation: ``before`` is the
+    digest of the request's history, the results it brings left out, ``after`` of that
+    history with the reply appended (:func:`harness.proxy.conversation.history_digest`), so
+    the next request of the conversation has ``before`` equal to this one's ``after`` (a
+    flattened window, which the client's next request brings in its own shape, ends the
+    chain)."""
+
+    run_id: str
+    turn: int
+    before: str
+    after: str
+    tools: tuple[str, ...] = ()
+    arguments: tuple[str, ...] = ()
+    prompt: str | None = None
+    kind: str = "exchange"
+
+
+Record = (
+    TurnRecord
+    | CallRecord
+    | SettledRecord
+    | WindowRecord
+    | RunRecord
+    | UnrestoredRecord
+    | ExchangeRecord
+)
 
 
 def record_to_dict(record: Record) -> dict[str, Any]:

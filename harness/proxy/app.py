@@ -48,7 +48,7 @@ from harness.engines.base import Engine, GenerationSettings, HealthCheckingEngin
 from harness.engines.router import conversation_key
 from harness.errors import ConfigError, EngineError, HarnessError
 from harness.loop.config import LoopConfig
-from harness.loop.ledger import Ledger, UnrestoredRecord
+from harness.loop.ledger import ExchangeRecord, Ledger, UnrestoredRecord
 from harness.loop.state import RunState
 from harness.loop.task import Task
 from harness.messages import Message, ToolCall, ToolSpec
@@ -87,6 +87,7 @@ from harness.proxy.streaming import stream_pass_through
 from harness.proxy.text_history import restore_text
 from harness.proxy.upstream import choice_plan
 from harness.proxy.wire import wire_endpoint
+from harness.skills.input_sources import prompt_text
 from harness.skills.manifest import Skill
 from harness.tools.execute import ToolResult
 from harness.tools.toolset import Toolset
@@ -343,12 +344,15 @@ class ProxyService:
             finish = "length" if meter.cut_off else completion.finish_reason
             body = chat_response(request.model or self.config.model, message, finish, meter.usage)
             size = 0
+            self._record_exchange(conversation.run_id, restoration.messages, message, ())
         else:
             if not conversation.stateless:
                 self.conversations.park(conversation.expected_digest(), conversation)
             body = self._handed_off(request, conversation, event, meter)
             size = len(event.calls) if event.window else 0
             kind = "flattening" if event.window and kind != "absorb" else kind
+            reply = body["choices"][0]["message"]
+            self._record_exchange(conversation.run_id, restoration.messages, reply, event.calls)
         out_headers = self._headers(
             "F",
             size,
@@ -569,6 +573,7 @@ class ProxyService:
         message: Message = {"role": "assistant", "content": completion.content}
         if completion.tool_calls:
             message["tool_calls"] = [c.to_openai() for c in completion.tool_calls]
+        self._record_exchange(task.id, restoration.messages, message, completion.tool_calls)
         body = chat_response(
             request.model or self.config.model,
             message,
@@ -576,6 +581,32 @@ class ProxyService:
             meter.usage,
         )
         return Served(body, headers, "pass_through", meter)
+
+    def _record_exchange(
+        self,
+        run_id: str,
+        history: Sequence[Message],
+        reply: Message,
+        calls: Sequence[ToolCall],
+    ) -> None:
+        """One request's :class:`~harness.loop.ledger.ExchangeRecord` (what the client got):
+        what a serial trace needs to draft a manifest from the ledger (``harness init
+        --traces``); only for a ledger written to a file (``--ledger FILE``), so a proxy
+        without one spends no time on digests."""
+        if self.ledger.path is None:
+            return
+        turn = sum(m.get("role") == "assistant" for m in history)
+        self.ledger.emit(
+            ExchangeRecord(
+                run_id=run_id,
+                turn=turn,
+                before=history_digest(history, result_ids(history)),
+                after=history_digest([*history, reply]),
+                tools=tuple(c.name for c in calls),
+                arguments=tuple(c.arguments for c in calls),
+                prompt=prompt_text(history) if turn == 0 else None,
+            )
+        )
 
     def _handed_off(
         self, request: ChatRequest, conversation: Conversation, handoff: Handoff, meter: Meter

@@ -19,16 +19,24 @@ from harness.engines.base import GenerationSettings
 from harness.errors import JournalError
 from harness.journal import Journal, OnDamage
 from harness.loop import Arm, ArmLabel, FlattenSettings, LoopConfig, Policy
+from harness.loop.task import Task
 
 __all__ = ("JobSpec", "dumps", "error_kinds", "errored_summary", "job_id", "open_job_journal")
 
 
 def open_job_journal(
-    directory: Path, run_id: str, *, label: str, damaged: OnDamage = "refuse"
+    directory: Path,
+    run_id: str,
+    *,
+    label: str,
+    damaged: OnDamage = "refuse",
+    task: Task | None = None,
 ) -> Journal:
     """The journal of one job in ``directory`` (``journal/`` inside it): resumed, refusing a
     journal of another run or a damaged one (unless ``damaged="continue"``), when the job
-    started before; else created. A job directory that lost its journal (a store with no
+    started before; else created, its header's meta naming the job's arm (``job``) and,
+    given ``task``, the task's id, prompt and inputs (what ``harness init --traces`` reads
+    a serial run's prompt from). A job directory that lost its journal (a store with no
     journal beside it, a folder with no journal file) is refused, never silently restarted:
     every write it made would run again."""
     path = directory / "journal"
@@ -40,7 +48,10 @@ def open_job_journal(
             "resuming would run its writes again. Restore the journal, or start the run over "
             "in a new directory."
         )
-    return Journal.create(path, run_id, meta={"job": label})
+    meta: dict[str, Any] = {"job": label}
+    if task is not None:
+        meta.update(task=task.id, prompt=task.prompt, inputs=dict(task.inputs))
+    return Journal.create(path, run_id, meta=meta)
 
 
 @dataclass(frozen=True)

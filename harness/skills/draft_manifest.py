@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.skills.input_sources import prompt_text
 
 __all__ = ("FanOutProposal", "mine_fan_outs", "read_chats", "render_manifest", "value_pattern")
 
@@ -102,17 +103,6 @@ def _single_calls(
         yield index, str(function.get("name", "")), arguments if isinstance(arguments, dict) else {}
 
 
-def _prompt(messages: Sequence[Mapping[str, Any]]) -> str:
-    for message in messages:
-        if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, str):
-                return content
-            if isinstance(content, list):
-                return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return ""
-
-
 def mine_fan_outs(chats: Iterable[Sequence[Mapping[str, Any]]]) -> list[FanOutProposal]:
     """The serial runs of the chats, grouped by (tool, changing argument); most evidence first."""
     proposals: dict[tuple[str, str], FanOutProposal] = {}
@@ -123,7 +113,7 @@ def mine_fan_outs(chats: Iterable[Sequence[Mapping[str, Any]]]) -> list[FanOutPr
                 run.append(step)
                 continue
             if len(run) >= 2:
-                _note(proposals, chat_index, run, _prompt(messages))
+                _note(proposals, chat_index, run, prompt_text(messages) or "")
             run = [step] if step[1] else []
     return sorted(proposals.values(), key=lambda p: (-len(p.runs), p.tool, p.argument))
 

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from harness.errors import ManifestError
 
-__all__ = ("InputSource", "parse_input_sources", "read_inputs")
+__all__ = ("InputSource", "parse_input_sources", "prompt_text", "read_inputs")
 
 _FIELDS = frozenset({"from", "pattern", "all", "split", "path", "type"})
 _STEP = re.compile(r"([^.\[\]]+)|\[(\*|\d+)\]")
@@ -76,10 +76,7 @@ class InputSource:
 
     def _text(self, messages: Sequence[Mapping[str, Any]]) -> str | None:
         if self.origin == "prompt":
-            for message in messages:
-                if message.get("role") == "user":
-                    return _content(message.get("content"))
-            return None
+            return prompt_text(messages)
         tool = self.origin.partition(":")[2]
         called = {
             str(c.get("id")): str((c.get("function") or {}).get("name"))
@@ -118,6 +115,15 @@ class InputSource:
             return int(value)
         except (TypeError, ValueError):
             return None
+
+
+def prompt_text(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The text ``from = "prompt"`` reads: the first user message's (its text parts joined),
+    or ``None`` when there is none."""
+    for message in messages:
+        if message.get("role") == "user":
+            return _content(message.get("content"))
+    return None
 
 
 def read_inputs(
