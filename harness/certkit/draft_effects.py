@@ -1,22 +1,30 @@
 """Draft an effects file from what a toolset publishes, then certify the draft.
 
-``harness init --mcp-server COMMAND`` (or :func:`draft_effects` in Python) reads each tool's
+One drafting core over *tool specs + hints*, two sources: ``harness init --mcp-server
+COMMAND`` (an MCP server's tools and its hints) and ``harness init --toolset TOOLSET`` (a
+Python toolset's tools and its own declarations). :func:`draft_effects` reads each tool's
 JSON Schema and hints and proposes a declaration with the reason for each field:
 
-- **read-only**: from the server's ``readOnlyHint`` when the user trusts the hints
-  (``--trust-hints``), or because the user names the tool (``--read-only NAME``); every
-  other tool is a writer;
-- **idempotent**: from ``idempotentHint`` (trusted hints only); a read-only tool is;
-- **targets**: a string argument whose name says it holds a path (``path``, ``file``,
-  ``dir``, ``source``, ``destination``, ...) is a file under the server's root,
-  ``file:{argument}`` keyed with ``identity = { path = "path" }``; a list of such strings is
-  ``"each path"``; a tool named like ``create_directory``/``mkdir`` writes its ``ancestors``
-  too. A tool with no such argument gets no targets (the certifier treats it as touching
-  everything: it never joins a window). A reader reads its targets; a writer reads and
-  writes them.
+- **read-only**: from the hints when they are trusted (an MCP server's ``readOnlyHint`` with
+  ``--trust-hints``; a Python toolset's own declarations), or because the user names the
+  tool (``--read-only NAME``); every other tool is a writer;
+- **idempotent**: from the trusted hints' ``idempotent`` (``idempotentHint``); a read-only
+  tool is;
+- **targets**: an argument whose name says it keys a record (:class:`Keying`). On an MCP
+  server (:data:`FILES`) a string argument named like a path (``path``, ``file``, ``dir``,
+  ``source``, ``destination``, ...) is a file under the server's root, ``file:{argument}``
+  keyed with ``identity = { path = "path" }``; a list of such strings is ``"each path"``; a
+  tool named like ``create_directory``/``mkdir`` writes its ``ancestors`` too. In a Python
+  toolset (:data:`RECORDS`) a string (or list of strings) argument named like a key
+  (``key``, ``id``, ``doc_id``, ``name``, ``path``, ...) is a record, ``record:{argument}``,
+  one namespace for all of them (two tools that name one record by different arguments
+  overlap: over-approximating costs parallelism, never correctness). A tool with no such
+  argument gets no targets (the certifier treats it as touching everything: it never joins
+  a window). A reader reads its targets; a writer reads and writes them.
 
 The draft is not trusted: :func:`certify_draft` runs the certification kit on it (through
-:class:`~harness.certkit.mcp_server.MCPServer`), and every tool a FALSE claim names loses its
+:class:`~harness.certkit.mcp_server.MCPServer`, or the toolset's own state factory with the
+draft's effects in place of its declarations), and every tool a FALSE claim names loses its
 declaration and keeps the worst case, round after round, until the kit finds nothing false.
 :func:`render_effects` writes the result as TOML: certified declarations with their reasons
 as comments, refused ones as comments with the counterexample that refused them (never as a
@@ -27,20 +35,67 @@ declaration). Nothing is applied: the user reads the file and passes it on
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harness.certkit._contract import CertifiableToolset
 from harness.certkit._report import CertificationReport
 from harness.tools import Effect, Tool, Toolset
+from harness.tools.effects_file import effects_from_dict
 
-__all__ = ("Draft", "DraftedTool", "certify_draft", "draft_effects", "render_effects")
+__all__ = (
+    "FILES",
+    "RECORDS",
+    "Draft",
+    "DraftedTool",
+    "Keying",
+    "certifiable_with",
+    "certify_draft",
+    "draft_effects",
+    "records_keying",
+    "render_effects",
+)
 
 #: Argument names that hold a path (matched as whole words of the name).
 PATH_WORDS = ("path", "paths", "file", "files", "filename", "dir", "directory", "folder",
               "source", "destination", "src", "dst", "target")  # fmt: skip
+#: Argument names that key a record in a Python toolset (besides the path words).
+KEY_WORDS = ("key", "keys", "id", "ids", "uuid", "slug", "name", "names")
 #: Tool names that create the parents they need.
 MAKES_PARENTS = re.compile(r"(create|make)_?(dir|directory|folder)|mkdir|makedirs", re.I)
+
+
+@dataclass(frozen=True)
+class Keying:
+    """How a source's arguments key what a call touches: argument names made of one of
+    ``words`` name a record ``namespace:{argument}``; with ``paths``, a path under the
+    effects file's root (``identity = { argument = "path" }``, directory makers write their
+    ancestors). ``what``: how the reasons say it."""
+
+    words: tuple[str, ...]
+    namespace: str
+    paths: bool
+    what: str
+
+
+#: An MCP server's files under its root (:mod:`harness.certkit.mcp_server` diffs them).
+FILES = Keying(PATH_WORDS, "file", True, "a file under the root")
+#: A Python toolset's records, by key-like arguments.
+RECORDS = Keying(KEY_WORDS + PATH_WORDS, "record", False, "a record")
+
+
+def records_keying(resource_names: Iterable[str]) -> Keying:
+    """:data:`RECORDS` in the namespace a Python toolset's resources use most (``doc:d1/status``,
+    ``doc:d2/tags`` and ``catalog`` -> ``doc``): the kit checks a writer's targets against the
+    resources it changes by name, so a draft must name them as the toolset does."""
+    spaces = Counter(name.split(":", 1)[0] for name in resource_names if ":" in name)
+    if not spaces:
+        return RECORDS
+    space = spaces.most_common(1)[0][0]
+    what = f"a record (named as the toolset's resources are: {space}:...)"
+    return replace(RECORDS, namespace=space, what=what)
 
 
 @dataclass
@@ -80,9 +135,9 @@ def _words(name: str) -> set[str]:
     return {w.lower() for w in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", name) if w}
 
 
-def _path_argument(name: str, schema: Any) -> str | None:
-    """``"path"`` or ``"each path"`` when the argument holds a path (or a list of them)."""
-    if not isinstance(schema, Mapping) or not (_words(name) & set(PATH_WORDS)):
+def _key_argument(name: str, schema: Any, words: Sequence[str]) -> str | None:
+    """``"path"`` or ``"each path"`` when the argument keys a record (or a list of them)."""
+    if not isinstance(schema, Mapping) or not (_words(name) & set(words)):
         return None
     if schema.get("type") == "string":
         return "path"
@@ -99,56 +154,69 @@ def draft_effects(
     trust_hints: bool = False,
     read_only: Sequence[str] = (),
     root: str = "/path/to/the/server/root",
+    keying: Keying = FILES,
+    hints_are: str = "the server's {hint} (trusted with --trust-hints)",
 ) -> Draft:
     """Propose a declaration per tool of ``toolset`` (see the module docstring). ``hints``:
-    the server's hints per tool (an :class:`~harness.tools.mcp.MCPToolset`'s ``hints``),
-    used only with ``trust_hints``; ``read_only``: tools the user says are read-only;
-    ``root``: the directory paths are keyed under."""
+    each tool's effect as its source states it (an :class:`~harness.tools.mcp.MCPToolset`'s
+    ``hints``, or a Python toolset's own declarations), used only with ``trust_hints`` and
+    named in the reasons as ``hints_are`` (``{hint}``: the MCP hint's name); ``read_only``:
+    tools the user says are read-only; ``root``: the directory paths are keyed under;
+    ``keying``: which arguments key what (:data:`FILES` for an MCP server, :data:`RECORDS`
+    for a Python toolset)."""
     hints = hints or {}
     tools: list[DraftedTool] = []
     uses_root = False
     for name, tool in toolset.items():
-        drafted = _draft_tool(name, tool, hints.get(name), trust_hints, name in read_only)
+        hint = hints.get(name) if trust_hints else None
+        drafted = _draft_tool(name, tool, hint, hints_are, name in read_only, keying)
         uses_root = uses_root or "identity" in drafted.fields
         tools.append(drafted)
     return Draft(tools, root if uses_root else None)
 
 
 def _draft_tool(
-    name: str, tool: Tool, hint: Effect | None, trust: bool, said_read_only: bool
+    name: str,
+    tool: Tool,
+    hint: Effect | None,
+    hints_are: str,
+    said_read_only: bool,
+    keying: Keying,
 ) -> DraftedTool:
     fields: dict[str, Any] = {}
     reasons: list[str] = []
-    trusted = hint if trust and hint is not None and hint.annotated else None
+    trusted = hint if hint is not None and hint.annotated else None
     if said_read_only:
         fields["read_only"] = True
         reasons.append("read-only: you said so (--read-only)")
     elif trusted is not None and trusted.read_only:
         fields["read_only"] = True
-        reasons.append("read-only: the server's readOnlyHint (trusted with --trust-hints)")
+        reasons.append("read-only: " + hints_are.format(hint="readOnlyHint"))
     elif trusted is not None and trusted.idempotent:
         fields["idempotent"] = True
-        reasons.append("idempotent: the server's idempotentHint (trusted)")
+        reasons.append("idempotent: " + hints_are.format(hint="idempotentHint"))
     properties = tool.parameters.get("properties")
     keyed: dict[str, str] = {}
     if isinstance(properties, Mapping):
         for argument, schema in properties.items():
-            kind = _path_argument(str(argument), schema)
+            kind = _key_argument(str(argument), schema, keying.words)
             if kind is not None:
                 keyed[str(argument)] = kind
     if keyed:
-        templates = [f"file:{{{a}}}" for a in keyed]
+        templates = [f"{keying.namespace}:{{{a}}}" for a in keyed]
         spec: str | list[str] = templates[0] if len(templates) == 1 else templates
         fields["read_targets"] = spec
         if not fields.get("read_only"):
             fields["write_targets"] = spec
-        fields["identity"] = dict(keyed)
+        if keying.paths:
+            fields["identity"] = dict(keyed)
+        noun = ("paths", "a path") if keying.paths else ("keys", "a key")
         reasons.append(
             "targets: "
-            + ", ".join(f"'{a}' holds {'paths' if k == 'each path' else 'a path'}" for a, k in keyed.items())
-            + " (its name), a file under the root"
+            + ", ".join(f"'{a}' holds {noun[0] if k == 'each path' else noun[1]}" for a, k in keyed.items())
+            + f" (its name), {keying.what}"
         )  # fmt: skip
-        if not fields.get("read_only") and MAKES_PARENTS.search(name):
+        if keying.paths and not fields.get("read_only") and MAKES_PARENTS.search(name):
             fields["ancestors"] = True
             reasons.append("ancestors: its name says it creates directories (mkdir -p)")
     elif fields.get("read_only"):
@@ -159,6 +227,23 @@ def _draft_tool(
         )
         fields = {}
     return DraftedTool(name, fields, reasons)
+
+
+def certifiable_with(
+    certifiable: CertifiableToolset, tables: Mapping[str, Any]
+) -> CertifiableToolset:
+    """``certifiable`` with the effects file ``tables`` (:meth:`Draft.tables`) in place of its
+    tools' own declarations: a tool the tables do not name is the worst case, as the proxy
+    serving that file would see it."""
+    effects = effects_from_dict(tables, "the draft")
+    make = certifiable.make_toolset
+
+    def make_toolset(state: Any) -> Toolset:
+        toolset = make(state)
+        tools = [t.with_effect(effects.get(n, Effect.worst_case())) for n, t in toolset.items()]
+        return Toolset(tools, name=toolset.name)
+
+    return replace(certifiable, make_toolset=make_toolset)
 
 
 def certify_draft(
