@@ -4,12 +4,19 @@ what it must answer, and how its answer is read back."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import fields, replace
 
 import jsonschema
 import pytest
 
 from harness.engines import _format
-from harness.engines.base import GenerationSettings
+from harness.engines.base import (
+    DraftHints,
+    GenerationSettings,
+    ReplyShape,
+    Sampling,
+    WirePassThrough,
+)
 from harness.messages import Completion, ToolCall
 from tests.engine_support import READ_DOC
 
@@ -240,3 +247,14 @@ def test_a_parallel_reply_schema_caps_the_number_of_calls() -> None:
         "maxItems"
         not in _format.reply_schema([READ_DOC], True)["anyOf"][0]["properties"]["tool_calls"]
     )
+
+
+def test_generation_settings_are_four_concerns_built_by_keyword_as_ever() -> None:
+    settings = GenerationSettings(max_tokens=64, tool_choice="required", model="m", stop=("x",))
+    concerns = (Sampling, ReplyShape, DraftHints, WirePassThrough)
+    assert all(isinstance(settings, concern) for concern in concerns)
+    names = [f.name for concern in concerns for f in fields(concern)]
+    assert sorted(names) == sorted(f.name for f in fields(GenerationSettings))
+    assert len(names) == len(set(names))  # each field belongs to one concern
+    assert replace(settings, temperature=0.5).tool_choice == "required"
+    assert _format.forced_text(ReplyShape(forced=()), []) == ""

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.engines.base import GenerationSettings, NamedTool
+from harness.engines.base import GenerationSettings, NamedTool, ReplyShape
 from harness.errors import EngineRequestError
 from harness.messages import Completion, Message, Timings, ToolCall, ToolSpec, Usage
 
@@ -259,7 +259,7 @@ def reply_schema(
 
 
 def chosen_tools(
-    settings: GenerationSettings, tools: Sequence[ToolSpec]
+    settings: ReplyShape, tools: Sequence[ToolSpec]
 ) -> tuple[tuple[ToolSpec, ...], bool] | None:
     """The tools a reply's grammar offers under ``settings.tool_choice`` (and
     ``grammar_tools``) and whether the reply must call one; ``None`` when decoding is free
@@ -290,7 +290,7 @@ def chosen_tools(
     )
 
 
-def forced_text(settings: GenerationSettings, tools: Sequence[ToolSpec]) -> str | None:
+def forced_text(settings: ReplyShape, tools: Sequence[ToolSpec]) -> str | None:
     """The exact reply the gold policy forces this turn, or ``None`` if nothing is forced."""
     if settings.forced is None:
         return None

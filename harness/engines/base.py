@@ -36,6 +36,7 @@ __all__ = (
     "Arguments",
     "ClosingContext",
     "Completion",
+    "DraftHints",
     "DraftingEngine",
     "Engine",
     "GenerationSettings",
@@ -43,6 +44,8 @@ __all__ = (
     "Message",
     "NamedTool",
     "OtherToolChoice",
+    "ReplyShape",
+    "Sampling",
     "StreamingEngine",
     "Timings",
     "ToolCall",
@@ -50,6 +53,7 @@ __all__ = (
     "ToolChoiceEngine",
     "ToolSpec",
     "Usage",
+    "WirePassThrough",
     "drafts_calls",
     "engine_name",
     "guarded_generate",
@@ -81,8 +85,19 @@ ToolChoice = Literal["auto", "none", "required"] | NamedTool | OtherToolChoice
 
 
 @dataclass(frozen=True)
-class GenerationSettings:
-    """Per-request settings.
+class Sampling:
+    """How a reply's tokens are drawn: at most ``max_tokens``, at ``temperature`` (0: greedy),
+    with ``seed``, ending early at any of ``stop``."""
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReplyShape:
+    """What a reply may be (the reply grammar of an engine that constrains decoding).
 
     ``parallel_tool_calls``: the model may (and is asked to) emit several independent calls in
     one message (arm P); otherwise at most one call per turn (arms S and F).
@@ -97,34 +112,49 @@ class GenerationSettings:
     ``grammar_tools``: when set, the tools the reply grammar allows (narrower schemas of the
     same tools, e.g. the open slots of :mod:`harness.loop.levers`); the prompt still
     shows ``tools``, so the prompt prefix does not change when the grammar does.
-    ``model``: the model name a server engine asks for (``None``: the engine's own).
-    ``unsent``: request fields a server engine leaves out, so the server's defaults apply —
-    ``max_tokens``, ``temperature``, ``parallel_tool_calls``, ``tool_choice`` (the proxy
-    forwards only what its client sent); an in-process engine uses the values above.
-    ``draft_calls``: calls this turn may well emit, predicted from the manifest and what the
-    transcript shows (never from the gold calls): an engine with drafted decoding
-    (:mod:`harness.engines.window_drafts`) lets the model verify their text in one pass;
-    the tokens generated are the same. Other engines ignore them.
     ``tool_choice``: what the reply must be (:data:`ToolChoice`); an engine that constrains
     decoding forces it with the reply grammar (``"required"``: calls only, a
     :class:`NamedTool`: calls to that tool, ``"none"``: an answer), a server engine sends
     it; engines that can do neither ignore it (the loop itself always uses ``"auto"``).
     """
 
-    max_tokens: int = 256
-    temperature: float = 0.0
-    seed: int | None = None
     parallel_tool_calls: bool = False
     max_parallel_calls: int | None = None
     forced: tuple[ToolCall, ...] | None = None
     forced_answer: str | None = None
     constrain: bool = True
-    stop: tuple[str, ...] = ()
     grammar_tools: tuple[ToolSpec, ...] | None = None
+    tool_choice: ToolChoice = "auto"
+
+
+@dataclass(frozen=True)
+class DraftHints:
+    """``draft_calls``: calls this turn may well emit, predicted from the manifest and what
+    the transcript shows (never from the gold calls): an engine with drafted decoding
+    (:mod:`harness.engines.window_drafts`) lets the model verify their text in one pass; the
+    tokens generated are the same. Other engines ignore them."""
+
+    draft_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class WirePassThrough:
+    """What only a server engine reads. ``model``: the model name it asks for (``None``: the
+    engine's own). ``unsent``: request fields it leaves out, so the server's defaults apply —
+    ``max_tokens``, ``temperature``, ``parallel_tool_calls``, ``tool_choice`` (the proxy
+    forwards only what its client sent); an in-process engine uses the values set."""
+
     model: str | None = None
     unsent: frozenset[str] = frozenset()
-    draft_calls: tuple[ToolCall, ...] = ()
-    tool_choice: ToolChoice = "auto"
+
+
+@dataclass(frozen=True)
+class GenerationSettings(WirePassThrough, DraftHints, ReplyShape, Sampling):
+    """Per-request settings: one flat object of four concerns, each its own type so a part
+    that reads one concern can say so (:class:`Sampling`, :class:`ReplyShape`,
+    :class:`DraftHints`, :class:`WirePassThrough`; ``isinstance(settings, Sampling)`` holds).
+    Built by keyword as ever (``GenerationSettings(max_tokens=64, tool_choice="required")``);
+    the fields' positional order is by concern, sampling first."""
 
 
 @runtime_checkable
