@@ -26,6 +26,7 @@ from harness._commands._ray_args import open_ray_pool
 from harness._commands._run_dir import arm_folder, check_arm_folders, record_run, resume_hint
 from harness._commands._signals import until_signalled
 from harness._jsonl import open_append
+from harness._progress import Progress
 from harness.errors import ConfigError
 from harness.journal import OnDamage
 from harness.loop.task import Task
@@ -330,9 +331,11 @@ def _run_batch(args: argparse.Namespace, batch: UserBatch) -> int:
             async with open_ray_pool(args, runner, plan.out, plan.concurrency) as pool:
                 # the pool journals each job in its own folder under --out
                 ray_batch = replace(batch, journals=None, damaged="refuse")
-                return await run_user_batch(None, ray_batch, executor=pool)
+                return await run_user_batch(
+                    None, ray_batch, progress=Progress(0, "jobs"), executor=pool
+                )
         async with open_engine(EngineOptions.from_args(args)) as engine:
-            return await run_user_batch(engine, batch)
+            return await run_user_batch(engine, batch, progress=Progress(0, "jobs"))
 
     resume = (
         f"`harness run --resume {journals.parent}`"

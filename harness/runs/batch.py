@@ -98,7 +98,7 @@ async def run_user_job(
     run_id = job_id(task.id, spec)
     journal = None
     if durable is not None:
-        journal = open_job_journal(durable, run_id, label=spec.label, damaged=damaged)
+        journal = open_job_journal(durable, run_id, label=spec.label, damaged=damaged, task=task)
     try:
         result = await run_loop(
             engine,
@@ -300,7 +300,8 @@ async def run_user_batch(
 ) -> BatchSummary:
     """Run (or resume) ``batch``; return its :class:`BatchSummary` over the plan's jobs
     (module docstring). With ``executor`` the jobs run there (``engine`` is not used) and this
-    process still writes every result."""
+    process still writes every result. ``progress`` (a bar the caller made, restarted at the
+    number of jobs left to run) advances once per job; without one nothing is printed."""
     plan = batch.plan
     try:
         lock = lock_directory(
@@ -343,7 +344,8 @@ async def _run_locked(
                 "repeat their writes. Restore the folders, or start the batch over in a new "
                 "directory."
             )
-    bar = progress or Progress(len(todo), "jobs")
+    if progress is not None:
+        progress.restart(len(todo))
     limiter = anyio.CapacityLimiter(plan.concurrency if executor is None else executor.capacity)
     started = time.monotonic()
 
@@ -368,7 +370,8 @@ async def _run_locked(
         jobs.append(job)
         with open_append(results_path) as out:  # a torn line from a crash is ended first
             out.write(dumps(job) + "\n")
-        bar.advance(job["job_id"], failed=not job["success"])
+        if progress is not None:
+            progress.advance(job["job_id"], failed=not job["success"])
 
     try:
         async with anyio.create_task_group() as group:
