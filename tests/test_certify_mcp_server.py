@@ -179,7 +179,8 @@ def test_harness_certify_takes_a_server_command() -> None:
     [
         (["certify"], "Name what to certify"),
         (["certify", "harness.toolsets.workspace", "--mcp-server", "x"], "not both"),
-        (["certify", "harness.toolsets.workspace", "--effects", "e.toml"], "--mcp-server only"),
+        (["certify", "harness.toolsets.workspace", "--trust-hints"], "--mcp-server only"),
+        (["certify", "harness.toolsets.workspace", "--effects", "no.toml"], "Cannot read effects"),
         (["certify", "--mcp-server", "x", "--mcp-env", "NOEQUALS"], "KEY=VALUE"),
         (["certify", "--mcp-server", "x", "--nondeterministic", "("], "neither a preset"),
         (["certify", "--mcp-server", "x", "--nondeterministic", ".*"], "empty text"),

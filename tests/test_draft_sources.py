@@ -103,6 +103,26 @@ def test_a_toolset_whose_read_only_tool_writes_gets_that_declaration_refused(
     assert effects["set_status"].idempotent
 
 
+def test_harness_certify_checks_an_effects_file_in_place_of_the_toolsets_own(
+    tmp_path: Path,
+) -> None:
+    drafted = tmp_path / "drafted.toml"
+    made = _harness("init", "--toolset", "harness.toolsets.workspace", "--examples", "5",
+                    "-o", str(drafted))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    passed = _harness("certify", "harness.toolsets.workspace", "--effects", str(drafted),
+                      "--examples", "5")  # fmt: skip
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text('[tools.set_status]\nread_only = true\nread_targets = "doc:{key}"\n')
+    failed = _harness("certify", "harness.toolsets.workspace", "--effects", str(wrong),
+                      "--examples", "5")  # fmt: skip
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "set_status" in failed.stdout
+    assert "read_only" in failed.stdout
+    assert "FALSE" in failed.stdout
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -17,8 +17,10 @@ from harness.certkit import (
     check_toolset,
     load_certifiable,
 )
+from harness.certkit.draft_effects import certifiable_with
 from harness.certkit.mcp_server import MCPServer, env_from_pairs
 from harness.errors import ConfigError
+from harness.tools.effects_file import load_effects
 
 __all__ = ("register", "run")
 
@@ -63,6 +65,10 @@ TOML as `harness serve --effects`; its root is replaced by the kit's directory) 
 server's own hints (--trust-hints). Results that vary from run to run (times, temporary
 names) are masked with --nondeterministic; unmasked, the kit reports them as unverified and
 names the preset that would mask them, rather than blaming the declaration.
+
+--effects FILE with a TOOLSET certifies that file's declarations in place of the toolset's
+own (a tool the file does not name is the worst case): a `harness init --toolset` draft, or
+the file you serve it with.
 """
 
 EPILOG = f"""\
@@ -118,7 +124,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mcp.add_argument(
         "--effects",
         metavar="FILE",
-        help="effects file (TOML/JSON, as for `harness serve`); its root becomes the kit's",
+        help="effects file (TOML/JSON, as for `harness serve`); its root becomes the kit's. "
+        "With a TOOLSET: its declarations replace the toolset's own (a tool it does not "
+        "name is the worst case), e.g. a `harness init --toolset` draft",
     )
     mcp.add_argument(
         "--trust-hints",
@@ -188,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
             "Name what to certify: a TOOLSET, or an MCP server with --mcp-server COMMAND "
             "(not both)."
         )
-    mcp_only = ("effects", "trust_hints", "seed_dir", "restart_server", "show_server_log")
+    mcp_only = ("trust_hints", "seed_dir", "restart_server", "show_server_log")
     stray = [f"--{n.replace('_', '-')}" for n in mcp_only if getattr(args, n)]
     stray += ["--mcp-env"] * bool(args.mcp_env) + ["--nondeterministic"] * bool(
         args.nondeterministic
@@ -202,6 +210,8 @@ def run(args: argparse.Namespace) -> int:
             if os.getcwd() not in sys.path:  # 'pkg.module' from the working directory
                 sys.path.insert(0, os.getcwd())
             certifiable = load_certifiable(args.toolset)
+            if args.effects is not None:
+                certifiable = certifiable_with(certifiable, load_effects(args.effects))
         return _certify(args, certifiable)
 
 

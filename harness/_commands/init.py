@@ -252,6 +252,7 @@ def _toolset_source(args: argparse.Namespace) -> _Source:
 
     from harness.certkit import check_toolset, load_certifiable
     from harness.certkit.draft_effects import certifiable_with, records_keying
+    from harness.tools.effects_file import effects_from_dict
 
     mcp_only = ("mcp_env", "trust_hints", "seed_dir", "nondeterministic")
     stray = [f"--{n.replace('_', '-')}" for n in mcp_only if getattr(args, n)]
@@ -269,7 +270,7 @@ def _toolset_source(args: argparse.Namespace) -> _Source:
     resources = certifiable.resources(state) if certifiable.resources is not None else {}
 
     def certify(tables: Mapping[str, Any], manifest: Manifest | None) -> CertificationReport:
-        drafted = certifiable_with(certifiable, tables)
+        drafted = certifiable_with(certifiable, effects_from_dict(tables, "the draft"))
         return check_toolset(drafted, manifest=manifest, examples=args.examples)
 
     return _Source(

@@ -43,7 +43,6 @@ from typing import Any
 from harness.certkit._contract import CertifiableToolset
 from harness.certkit._report import CertificationReport
 from harness.tools import Effect, Tool, Toolset
-from harness.tools.effects_file import effects_from_dict
 
 __all__ = (
     "FILES",
@@ -230,12 +229,12 @@ def _draft_tool(
 
 
 def certifiable_with(
-    certifiable: CertifiableToolset, tables: Mapping[str, Any]
+    certifiable: CertifiableToolset, effects: Mapping[str, Effect]
 ) -> CertifiableToolset:
-    """``certifiable`` with the effects file ``tables`` (:meth:`Draft.tables`) in place of its
-    tools' own declarations: a tool the tables do not name is the worst case, as the proxy
+    """``certifiable`` with ``effects`` (an effects file's, :func:`~harness.tools.
+    effects_file.load_effects`, or a draft's tables through ``effects_from_dict``) in place of
+    its tools' own declarations: a tool they do not name is the worst case, as the proxy
     serving that file would see it."""
-    effects = effects_from_dict(tables, "the draft")
     make = certifiable.make_toolset
 
     def make_toolset(state: Any) -> Toolset:
