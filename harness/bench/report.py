@@ -295,36 +295,7 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
         f"Flip window n* at {regime_name(summary['facts']['regime_provenance'])} and the declared g: {format_cell(summary['n_star_measured_regime'])}.",
         "",
     ]
-    lines += [
-        "## Wall time per certified window: measured (median) vs closed form at "
-        + regime_name(summary["facts"]["regime_provenance"]),
-        "",
-        "| n | windows | S meas | S pred | F meas | F pred | F+eager meas | F+spec meas | F+spec pred | P meas | P pred | P+V meas | F dividend meas | F dividend pred | eager extra |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in summary["per_n"]:
-        m, p = row["measured"], row["predicted"]
-        lines.append(
-            f"| {row['n']} | {row['windows']} | {format_cell(m.get('S'))} | {format_cell(p['S'])} | {format_cell(m.get('F'))} | "
-            f"{format_cell(p['F'])} | {format_cell(m.get('F+eager'))} | {format_cell(m.get('F+spec'))} | {format_cell(p.get('F+spec'))} | "
-            f"{format_cell(m.get('P'))} | {format_cell(p['P'])} | "
-            f"{format_cell(m.get('P+V'))} | {format_cell(row['dividend_F_measured'])} | {format_cell(row['dividend_F_predicted'])} | "
-            f"{format_cell(row['eager_extra_saving'])} |"
-        )
-    if summary.get("speculation"):
-        lines += [
-            "",
-            "## Certified speculation (F+spec, gold policy)",
-            "",
-            "| kind | windows | prediction possible | predicted | hits | misses | hit rate | cancelled | wasted tool s |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for kind, t in summary["speculation"].items():
-            lines.append(
-                f"| {kind} | {t['windows']:.0f} | {t['windows_predicted']:.0f} | {t['predicted']:.0f} | "
-                f"{t['hits']:.0f} | {t['misses']:.0f} | {format_cell(t['hit_rate'])} | {t['cancelled']:.0f} | "
-                f"{format_cell(t['wasted_s'], 3)} |"
-            )
+    lines += _window_lines(summary)
     lines += [
         "",
         "## Billed tokens per task (gold policy, mean)",
@@ -359,6 +330,42 @@ def _markdown(summary: Mapping[str, Any], plots: Sequence[str]) -> str:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     lines += ["", "## Reading these numbers", "", CAVEATS, ""]
     return "\n".join(lines)
+
+
+def _window_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The report's per-window sections: wall time per certified window, measured beside the
+    closed form, and certified speculation's hits and misses (when F+spec ran)."""
+    lines = [
+        "## Wall time per certified window: measured (median) vs closed form at "
+        + regime_name(summary["facts"]["regime_provenance"]),
+        "",
+        "| n | windows | S meas | S pred | F meas | F pred | F+eager meas | F+spec meas | F+spec pred | P meas | P pred | P+V meas | F dividend meas | F dividend pred | eager extra |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in summary["per_n"]:
+        m, p = row["measured"], row["predicted"]
+        lines.append(
+            f"| {row['n']} | {row['windows']} | {format_cell(m.get('S'))} | {format_cell(p['S'])} | {format_cell(m.get('F'))} | "
+            f"{format_cell(p['F'])} | {format_cell(m.get('F+eager'))} | {format_cell(m.get('F+spec'))} | {format_cell(p.get('F+spec'))} | "
+            f"{format_cell(m.get('P'))} | {format_cell(p['P'])} | "
+            f"{format_cell(m.get('P+V'))} | {format_cell(row['dividend_F_measured'])} | {format_cell(row['dividend_F_predicted'])} | "
+            f"{format_cell(row['eager_extra_saving'])} |"
+        )
+    if summary.get("speculation"):
+        lines += [
+            "",
+            "## Certified speculation (F+spec, gold policy)",
+            "",
+            "| kind | windows | prediction possible | predicted | hits | misses | hit rate | cancelled | wasted tool s |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for kind, t in summary["speculation"].items():
+            lines.append(
+                f"| {kind} | {t['windows']:.0f} | {t['windows_predicted']:.0f} | {t['predicted']:.0f} | "
+                f"{t['hits']:.0f} | {t['misses']:.0f} | {format_cell(t['hit_rate'])} | {t['cancelled']:.0f} | "
+                f"{format_cell(t['wasted_s'], 3)} |"
+            )
+    return lines
 
 
 def _bfcl_gap_lines(summary: Mapping[str, Any]) -> list[str]:
