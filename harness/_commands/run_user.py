@@ -33,7 +33,7 @@ from harness.loop.task import Task
 from harness.skills.manifest import Manifest, load_manifest
 
 if TYPE_CHECKING:
-    from harness.runs.batch import BatchSummary, UserBatch
+    from harness.runs.batch import BatchSummary, UserBatch, UserBatchPlan
 
 __all__ = ("USER_ARMS", "add_user_task_arguments", "is_user_task", "run_user_task")
 
@@ -205,8 +205,7 @@ def _check_inputs(manifest: Manifest | None, tasks: Sequence[Task]) -> None:
 def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> int:
     """``harness run`` with your own task or tasks (module docstring). ``resume``: the
     directory of a journaled run whose options were restored on ``args``."""
-    from harness.runs.batch import UserBatch, UserBatchPlan, check_gold_policy, run_user_job
-    from harness.runs.task_file import load_task_file, parse_inputs
+    from harness.runs.batch import UserBatch, check_gold_policy, run_user_job
     from harness.tools.ref import load_toolset
 
     _check_options(args)
@@ -224,11 +223,7 @@ def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> in
     factory = load_toolset(args.toolset)
     if manifest is not None:
         manifest.check_tools(factory())
-    if args.tasks is not None:
-        tasks = [_with_skill(t, default_skill, manifest) for t in load_task_file(args.tasks)]
-    else:
-        inputs = parse_inputs(args.inputs) if args.inputs is not None else {}
-        tasks = [Task(id="task", prompt=args.prompt, skill=default_skill, inputs=inputs)]
+    tasks = _user_tasks(args, default_skill, manifest)
     directory = _journal_directory(args, resume)
     if args.engine == "scripted" and policy != "gold":
         raise ConfigError(
@@ -240,20 +235,7 @@ def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> in
     if args.journal is not None:
         inputs = {} if args.tasks else dict(tasks[0].inputs)
         record_run(Path(args.journal), _recorded(args, inputs))
-    plan = UserBatchPlan(
-        out=args.out or Path(f"runs/tasks-{args.tasks.stem if args.tasks else 'one'}"),
-        tasks_file=args.tasks,
-        toolset=args.toolset,
-        manifest_file=args.manifest,
-        arms=arms,
-        policy=policy,
-        detector=args.detector,
-        max_tokens=args.max_tokens,
-        concurrency=args.concurrency,
-        engine_label=args.engine,
-        model=args.model,
-        **guides(args),
-    )
+    plan = _batch_plan(args, arms, policy)
     if args.tasks is not None:
         journals = None if directory is None else directory / "jobs"
         batch = UserBatch(
@@ -286,6 +268,40 @@ def run_user_task(args: argparse.Namespace, *, resume: Path | None = None) -> in
 
     jobs = anyio.run(until_signalled, go, resume_hint(directory))
     return _report(args, jobs, f"your task, skill {default_skill}, policy {policy}")
+
+
+def _user_tasks(
+    args: argparse.Namespace, default_skill: str | None, manifest: Manifest | None
+) -> list[Task]:
+    """The tasks ``args`` name: each task of ``--tasks`` (its skill defaulted), or the one
+    task of ``--prompt`` with its ``--inputs``."""
+    from harness.runs.task_file import load_task_file, parse_inputs
+
+    if args.tasks is not None:
+        return [_with_skill(t, default_skill, manifest) for t in load_task_file(args.tasks)]
+    task_inputs = parse_inputs(args.inputs) if args.inputs is not None else {}
+    return [Task(id="task", prompt=args.prompt, skill=default_skill, inputs=task_inputs)]
+
+
+def _batch_plan(args: argparse.Namespace, arms: tuple[str, ...], policy: str) -> UserBatchPlan:
+    """What the run covers, as its fingerprinted plan: the tasks, toolset and manifest
+    files, the arms, the policy, the detector, the budgets and the engine."""
+    from harness.runs.batch import UserBatchPlan
+
+    return UserBatchPlan(
+        out=args.out or Path(f"runs/tasks-{args.tasks.stem if args.tasks else 'one'}"),
+        tasks_file=args.tasks,
+        toolset=args.toolset,
+        manifest_file=args.manifest,
+        arms=arms,
+        policy=policy,
+        detector=args.detector,
+        max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        engine_label=args.engine,
+        model=args.model,
+        **guides(args),
+    )
 
 
 def _journal_directory(args: argparse.Namespace, resume: Path | None) -> Path | None:
