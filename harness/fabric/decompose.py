@@ -200,6 +200,19 @@ async def _decompose(
     return planner, first
 
 
+def _add_remaining_steps(run: FabricRun, parser: PlanParser, task: str) -> None:
+    """The plan's steps not yet started once the planner is done (all of them without
+    speculation; the last line's with it), or, for a plan without a usable step, the whole
+    task as one step (said in the parser's problems and lost steps)."""
+    for node in parser.nodes:
+        if node.id not in run:
+            run.add(node, after_round=1)
+    if not parser.nodes:
+        parser.problems.append("the plan had no usable step; the task ran as one step")
+        parser.lost.append("the whole plan")
+        run.add(llm_node("T1", task), after_round=1)
+
+
 async def plan_and_execute(
     engine: Engine,
     task: str,
@@ -229,13 +242,7 @@ async def plan_and_execute(
         plan_done = time.monotonic()
         parser.close(truncated=planner.finish_reason == "length")
         run.record("planner", 1, planner.usage)
-        for node in parser.nodes:  # all of them without speculation; the last line's with it
-            if node.id not in run:
-                run.add(node, after_round=1)
-        if not parser.nodes:
-            parser.problems.append("the plan had no usable step; the task ran as one step")
-            parser.lost.append("the whole plan")
-            run.add(llm_node("T1", task), after_round=1)
+        _add_remaining_steps(run, parser, task)
     result = run.result
     assert result is not None
     retries = fabric.config.request_retries
