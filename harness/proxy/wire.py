@@ -211,20 +211,7 @@ def wire_endpoint(service: _Service, api: WireApi) -> Callable[[Request], Awaita
             return _respond(service, api, served, parsed, started)
         except Exception as exc:  # a cancellation is a BaseException: it goes on
             status, kind, message = error_status(exc, cfg.upstream)
-            if isinstance(exc, EngineError):
-                _log.warning(
-                    "upstream_failed",
-                    upstream=cfg.upstream,
-                    error=type(exc).__name__,
-                    detail=service.hide(message),
-                )
-            elif not isinstance(exc, HarnessError):
-                _log.error(
-                    "internal_error",
-                    error=type(exc).__name__,
-                    detail=service.hide(str(exc))[:2000],
-                    traceback=service.hide(traceback.format_exc())[-8000:],
-                )
+            _log_failure(service, exc, message)
             param = exc.param if isinstance(exc, BadRequest) else None
             return error(status, message, kind=kind, param=param)
 
@@ -248,6 +235,26 @@ def wire_endpoint(service: _Service, api: WireApi) -> Callable[[Request], Awaita
         return response
 
     return endpoint
+
+
+def _log_failure(service: _Service, exc: Exception, message: str) -> None:
+    """Log a request that failed past its parse: an upstream's failure as a warning, a bug
+    (not a :class:`~harness.errors.HarnessError`) as an error with its traceback, secrets
+    hidden; the client's own mistakes are its answer, not a log line."""
+    if isinstance(exc, EngineError):
+        _log.warning(
+            "upstream_failed",
+            upstream=service.config.upstream,
+            error=type(exc).__name__,
+            detail=service.hide(message),
+        )
+    elif not isinstance(exc, HarnessError):
+        _log.error(
+            "internal_error",
+            error=type(exc).__name__,
+            detail=service.hide(str(exc))[:2000],
+            traceback=service.hide(traceback.format_exc())[-8000:],
+        )
 
 
 def _respond(
