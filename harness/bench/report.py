@@ -414,83 +414,95 @@ def _plots(summary: Mapping[str, Any], regime: Regime, out: Path) -> list[str]:
     except ImportError:
         return []
     names = []
-    rows = summary["per_n"]
-    if rows:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        ns = list(range(2, max(r["n"] for r in rows) + 1))
-        colors = {
-            ArmLabel.S: "tab:red",
-            ArmLabel.F: "tab:blue",
-            ArmLabel.F_EAGER: "tab:cyan",
-            ArmLabel.F_SPEC: "tab:purple",
-            ArmLabel.P: "tab:green",
-            ArmLabel.P_V: "tab:olive",
-        }
-        ran = {arm for r in rows for arm in r["measured"]}  # the legend lists only arms that ran
-        for label, fn in CLOSED_FORMS.items():
-            if str(label) in ran:
-                ax.plot(
-                    ns,
-                    [fn(regime, n) for n in ns],
-                    color=colors[label],
-                    label=f"{label} closed form",
-                )
-        for label in ARM_LABELS:
-            arm = str(label)
-            pts = [(r["n"], r["measured"][arm]) for r in rows if arm in r["measured"]]
-            if pts:
-                ax.scatter(
-                    *zip(*pts, strict=True),
-                    color=colors[label],
-                    marker="o",
-                    label=f"{arm} measured",
-                )
-        ax.set_xlabel("window size n")
-        ax.set_ylabel("wall time per window (s)")
-        ax.set_title("Wall time per certified window: measured vs closed form")
-        ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        fig.savefig(out / "wall_vs_n.png", dpi=110)
-        plt.close(fig)
-        names.append("wall_vs_n.png")
-    tokens = summary["tokens_by_arm"]
-    if tokens:
-        fig, ax = plt.subplots(figsize=(7, 4))
-        kinds = list(tokens)
-        arms = [
-            arm for arm in ARM_LABEL_NAMES if any(arm in tokens[k] for k in kinds)
-        ]  # only arms that ran
-        width = 0.8 / max(1, len(arms))
-        for i, arm in enumerate(arms):
-            ax.bar(
-                [k + i * width for k in range(len(kinds))],
-                [tokens[k].get(arm, 0) for k in kinds],
-                width,
-                label=arm,
-            )
-        ax.set_xticks([k + (len(arms) - 1) * width / 2 for k in range(len(kinds))], kinds)
-        ax.set_ylabel("billed tokens per task (mean)")
-        ax.set_title("Token bill per arm (gold policy)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "tokens.png", dpi=110)
-        plt.close(fig)
-        names.append("tokens.png")
-    accuracy = summary["accuracy"]
-    if accuracy:
-        labels, values = [], []
-        for policy, by_arm in accuracy.items():
-            for arm, (ok, n) in by_arm.items():
-                labels.append(f"{policy} {arm}")
-                values.append(100 * ok / n)
-        fig, ax = plt.subplots(figsize=(max(7.0, 0.45 * len(values)), 4.5))
-        ax.bar(range(len(values)), values, color="tab:purple")
-        # Rotated, anchored at their right end: long labels never overlap their neighbours.
-        ax.set_xticks(range(len(values)), labels, fontsize=7, rotation=45, ha="right")
-        ax.set_ylabel("tasks meeting the gold label (%)")
-        ax.set_title("Task accuracy by arm and policy")
-        fig.tight_layout()
-        fig.savefig(out / "accuracy.png", dpi=110)
-        plt.close(fig)
-        names.append("accuracy.png")
+    if summary["per_n"]:
+        names.append(_plot_wall(plt, summary["per_n"], regime, out))
+    if summary["tokens_by_arm"]:
+        names.append(_plot_tokens(plt, summary["tokens_by_arm"], out))
+    if summary["accuracy"]:
+        names.append(_plot_accuracy(plt, summary["accuracy"], out))
     return names
+
+
+def _plot_wall(plt: Any, rows: Sequence[Mapping[str, Any]], regime: Regime, out: Path) -> str:
+    """wall_vs_n.png: wall time per certified window, measured beside the closed forms."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ns = list(range(2, max(r["n"] for r in rows) + 1))
+    colors = {
+        ArmLabel.S: "tab:red",
+        ArmLabel.F: "tab:blue",
+        ArmLabel.F_EAGER: "tab:cyan",
+        ArmLabel.F_SPEC: "tab:purple",
+        ArmLabel.P: "tab:green",
+        ArmLabel.P_V: "tab:olive",
+    }
+    ran = {arm for r in rows for arm in r["measured"]}  # the legend lists only arms that ran
+    for label, fn in CLOSED_FORMS.items():
+        if str(label) in ran:
+            ax.plot(
+                ns,
+                [fn(regime, n) for n in ns],
+                color=colors[label],
+                label=f"{label} closed form",
+            )
+    for label in ARM_LABELS:
+        arm = str(label)
+        pts = [(r["n"], r["measured"][arm]) for r in rows if arm in r["measured"]]
+        if pts:
+            ax.scatter(
+                *zip(*pts, strict=True),
+                color=colors[label],
+                marker="o",
+                label=f"{arm} measured",
+            )
+    ax.set_xlabel("window size n")
+    ax.set_ylabel("wall time per window (s)")
+    ax.set_title("Wall time per certified window: measured vs closed form")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out / "wall_vs_n.png", dpi=110)
+    plt.close(fig)
+    return "wall_vs_n.png"
+
+
+def _plot_tokens(plt: Any, tokens: Mapping[str, Mapping[str, float]], out: Path) -> str:
+    """tokens.png: the token bill per arm and task kind (gold policy)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    kinds = list(tokens)
+    arms = [
+        arm for arm in ARM_LABEL_NAMES if any(arm in tokens[k] for k in kinds)
+    ]  # only arms that ran
+    width = 0.8 / max(1, len(arms))
+    for i, arm in enumerate(arms):
+        ax.bar(
+            [k + i * width for k in range(len(kinds))],
+            [tokens[k].get(arm, 0) for k in kinds],
+            width,
+            label=arm,
+        )
+    ax.set_xticks([k + (len(arms) - 1) * width / 2 for k in range(len(kinds))], kinds)
+    ax.set_ylabel("billed tokens per task (mean)")
+    ax.set_title("Token bill per arm (gold policy)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "tokens.png", dpi=110)
+    plt.close(fig)
+    return "tokens.png"
+
+
+def _plot_accuracy(plt: Any, accuracy: Mapping[str, Mapping[str, Any]], out: Path) -> str:
+    """accuracy.png: the tasks meeting their gold label, by policy and arm."""
+    labels, values = [], []
+    for policy, by_arm in accuracy.items():
+        for arm, (ok, n) in by_arm.items():
+            labels.append(f"{policy} {arm}")
+            values.append(100 * ok / n)
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.45 * len(values)), 4.5))
+    ax.bar(range(len(values)), values, color="tab:purple")
+    # Rotated, anchored at their right end: long labels never overlap their neighbours.
+    ax.set_xticks(range(len(values)), labels, fontsize=7, rotation=45, ha="right")
+    ax.set_ylabel("tasks meeting the gold label (%)")
+    ax.set_title("Task accuracy by arm and policy")
+    fig.tight_layout()
+    fig.savefig(out / "accuracy.png", dpi=110)
+    plt.close(fig)
+    return "accuracy.png"
