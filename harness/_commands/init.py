@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument(
         "--traces",
-        metavar="FILE",
+        metavar="PATH",
         help="recorded serial runs: a JSONL of chats, the proxy's ledger, or harness run "
         "journals (a journal.jsonl or a run directory): draft a skill manifest",
     )
@@ -102,7 +102,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="KEY=VALUE",
         action="append",
         default=[],
-        help="an environment variable for the server (repeatable; {root} is replaced)",
+        help="an environment variable for the server (repeatable; {root} is replaced; "
+        "--mcp-server)",
     )
     parser.add_argument(
         "--trust-hints",
@@ -129,15 +130,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="PATTERN",
         action="append",
         default=[],
-        help="mask result text that varies (presets times, temp-names, uuids, or a regex)",
+        help="mask result text that varies (presets times, temp-names, uuids, or a regex; "
+        "--mcp-server)",
     )
     parser.add_argument(
-        "--seed-dir", metavar="DIR", help="copied into the server's directory for each example"
+        "--seed-dir",
+        metavar="DIR",
+        help="copied into the server's directory for each example (--mcp-server)",
     )
     parser.add_argument(
         "--examples", type=int, default=25, metavar="N", help="kit examples per claim (25)"
     )
-    parser.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write the drafted effects here (default: stdout)"
+    )
     parser.add_argument(
         "--force", action="store_true", help="overwrite -o / --manifest-output if they exist"
     )

@@ -223,8 +223,9 @@ class UnrestoredRecord:
 
 @dataclass(frozen=True)
 class ExchangeRecord:
-    """One request the proxy answered, as the client got it, as a serial trace needs it to
-    draft a skill manifest (``harness init --traces``): ``turn`` the
+    """One request the proxy answered (written only to a ledger file, ``harness serve
+    --ledger FILE``), as the client got it, as a serial trace needs it to draft a skill
+    manifest (``harness init --traces``): ``turn`` the
     assistant messages the client's history held, ``tools`` and ``arguments`` the calls the
     reply carried (names and raw argument strings, in order), ``prompt`` the first user
     message's text on a conversation's first request (``None`` on the later ones).
