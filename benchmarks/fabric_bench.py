@@ -40,7 +40,7 @@ from typing import Any
 import anyio
 import structlog
 
-from harness.engines.base import Engine, GenerationSettings
+from harness.engines.base import Engine, GenerationSettings, reset_prefix_cache
 from harness.fabric import (
     EXAMPLE_TASK,
     Fabric,
@@ -81,14 +81,8 @@ PLAN_VARIANTS: dict[str, Mechanisms] = {
 }
 
 
-async def _reset(engine: Engine) -> None:
-    reset = getattr(engine, "reset_prefix_cache", None)
-    if reset is not None:
-        await reset()
-
-
 async def _timed(engine: Engine, fn: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
-    await _reset(engine)
+    await reset_prefix_cache(engine)
     started = time.perf_counter()
     value = await fn()
     return time.perf_counter() - started, value

@@ -69,7 +69,7 @@ from benchmarks.fabric_quality_tasks import (
     tasks_to_jsonl,
     toolset_for,
 )
-from harness.engines.base import Engine, GenerationSettings
+from harness.engines.base import Engine, GenerationSettings, reset_prefix_cache
 from harness.fabric import Fabric, FabricConfig, GatingPolicy, Mechanisms, RepairPolicy
 from harness.messages import Completion, Message, ToolSpec
 from harness.tools import Toolset
@@ -194,12 +194,6 @@ async def warm_up(engine: Engine) -> None:
     )
 
 
-async def _reset(engine: Engine) -> None:
-    reset = getattr(engine, "reset_prefix_cache", None)
-    if reset is not None:
-        await reset()
-
-
 async def _single_pass(
     engine: Engine, task: QualityTask, settings: QualitySettings, seed: int
 ) -> dict[str, Any]:
@@ -313,7 +307,7 @@ async def measure(
         seed = settings.seed * 1000 + i
         order = [arms[(i + k) % len(arms)] for k in range(len(arms))]
         for arm in order:
-            await _reset(engine)
+            await reset_prefix_cache(engine)
             mechanisms = ARMS[arm]
             if mechanisms is None:
                 record = await _single_pass(engine, task, settings, seed)

@@ -52,7 +52,7 @@ import anyio
 import httpx
 
 from harness.bench.workload import WorkloadTask, generate_tasks
-from harness.engines.base import Engine, GenerationSettings
+from harness.engines.base import Engine, GenerationSettings, reset_prefix_cache
 from harness.loop import LoopConfig, run_loop
 from harness.loop.config import Arm
 from harness.loop.policy import GoldPolicy, with_room_for_forced
@@ -793,12 +793,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 return {**_header(args), **crowd, "proxy_overhead": service.overheads.summary()}
             # Every run starts from an empty prefix cache: otherwise the second run of a task
             # finds the first one's prompts cached (a dividend that is the cache's).
-            reset = getattr(engine.inner, "reset_prefix_cache", None)
             for _ in range(args.repeats):
                 for wt in tasks:
                     for arm in ("S", "F"):
-                        if reset is not None:
-                            await reset()
+                        await reset_prefix_cache(engine.inner)
                         before = engine.generations
                         run = await client_run(
                             args.client, client, http, wt, latency=args.latency, arm=arm, app=app
@@ -807,8 +805,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         runs.append(run)
                         _say(run)
                     for loop_arm in ARM_PAIR:
-                        if reset is not None:
-                            await reset()
+                        await reset_prefix_cache(engine.inner)
                         run = await loop_run(engine, wt, manifest, loop_arm, args.latency)
                         runs.append(run)
                         _say(run)

@@ -46,7 +46,7 @@ from harness import costmodel
 from harness.bench.analysis import estimate_regime, measure_windows
 from harness.bench.jobs import run_job
 from harness.bench.workload import WorkloadTask, generate_tasks
-from harness.engines.base import Engine
+from harness.engines.base import Engine, reset_prefix_cache
 from harness.loop.arm_label import ArmLabel
 from harness.runs.jobs import JobSpec
 from harness.toolsets.workspace import load_workspace_manifest
@@ -76,15 +76,14 @@ async def run_pass(
     manifest = load_workspace_manifest()
     limiter = anyio.CapacityLimiter(k)
     jobs: list[dict[str, Any]] = []
-    reset = getattr(engine, "reset_prefix_cache", None)
-    if reset is not None and k > 1:
-        await reset()
+    if k > 1:
+        await reset_prefix_cache(engine)
 
     async def one(wt: WorkloadTask, label: str) -> None:
         spec = JobSpec.from_label(label, policy="gold", latency_s=latency_s)
         async with limiter:
-            if reset is not None and k == 1:
-                await reset()
+            if k == 1:
+                await reset_prefix_cache(engine)
             started = time.monotonic()
             jobs.append(await run_job(engine, wt, spec, manifest))
             progress(

@@ -43,7 +43,7 @@ from harness.bench.analysis import span
 from harness.bench.jobs import run_job
 from harness.bench.report_facts import format_cell
 from harness.bench.workload import WorkloadTask, build_task, generate_tasks
-from harness.engines.base import Engine
+from harness.engines.base import Engine, reset_prefix_cache
 from harness.loop.arm_label import ARM_LABEL_NAMES
 from harness.runs.jobs import JobSpec
 from harness.toolsets.workspace import load_workspace_manifest
@@ -160,9 +160,7 @@ async def measure(engine: Engine, args: argparse.Namespace, out: Path) -> None:
             rowcell = {**cell, "arm": label}
             # Every arm starts from the same cache: emptied, then the shared prefix (system
             # prompt and tools) warmed by another task of the same shape.
-            reset = getattr(engine, "reset_prefix_cache", None)
-            if reset is not None:
-                await reset()
+            await reset_prefix_cache(engine)
             await run_cell(engine, warm, "P", 0.0, cell["rep"], manifest)
             started = time.monotonic()
             jobs = await run_cell(engine, tasks, label, cell["L"], cell["rep"], manifest)

@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from harness import Task, Toolset
-from harness.engines.base import GenerationSettings, guarded_generate
+from harness.engines.base import (
+    CacheResettingEngine,
+    GenerationSettings,
+    engine_name,
+    guarded_generate,
+    reset_prefix_cache,
+)
 from harness.errors import EngineDeadError, EngineError, HarnessError
 from harness.loop import LoopConfig, run_loop
 from harness.messages import Message, ToolSpec
@@ -44,3 +50,27 @@ async def test_a_reply_that_is_not_a_completion_is_an_engine_error() -> None:
 
     with pytest.raises(EngineError, match="returned dict, not a Completion"):
         await guarded_generate(Broken(), [], [], GenerationSettings())
+
+
+async def test_a_prefix_cache_is_reset_only_on_an_engine_that_has_one() -> None:
+    class Cached(ScriptedEngine):
+        resets = 0
+
+        async def reset_prefix_cache(self) -> bool:
+            self.resets += 1
+            return True
+
+    class Uncached:  # an engine of another author, with no cache to empty
+        name = "uncached"
+
+    cached = Cached()
+    assert isinstance(cached, CacheResettingEngine)
+    assert await reset_prefix_cache(cached)
+    assert cached.resets == 1
+    assert not isinstance(Uncached(), CacheResettingEngine)
+    assert not await reset_prefix_cache(Uncached())  # left as it is
+
+
+def test_an_engine_without_a_name_is_called_by_its_class() -> None:
+    assert engine_name(ScriptedEngine()) == ScriptedEngine().name
+    assert engine_name(object()) == "object"

@@ -34,6 +34,7 @@ from harness.messages import (
 
 __all__ = (
     "Arguments",
+    "CacheResettingEngine",
     "ClosingContext",
     "Completion",
     "DraftHints",
@@ -57,6 +58,7 @@ __all__ = (
     "drafts_calls",
     "engine_name",
     "guarded_generate",
+    "reset_prefix_cache",
     "takes_tool_choice",
     "token_digest",
 )
@@ -279,6 +281,22 @@ def drafts_calls(engine: object) -> bool:
     """Whether ``engine`` drafts the calls a turn may emit: a :class:`DraftingEngine` whose
     ``drafts_calls`` is true (any other engine decodes without drafts)."""
     return isinstance(engine, DraftingEngine) and bool(engine.drafts_calls)
+
+
+@runtime_checkable
+class CacheResettingEngine(Protocol):
+    """An :class:`Engine` whose prefix cache can be emptied (for measurements: every arm starts
+    from the same cache); the in-process vLLM engine is one. Use :func:`reset_prefix_cache`."""
+
+    async def reset_prefix_cache(self) -> bool: ...
+
+
+async def reset_prefix_cache(engine: object) -> bool:
+    """Empty ``engine``'s prefix cache if it is a :class:`CacheResettingEngine`; whether a
+    cache was reset (an engine without one, e.g. a server upstream, is left as it is)."""
+    if isinstance(engine, CacheResettingEngine):
+        return await engine.reset_prefix_cache()
+    return False
 
 
 @runtime_checkable
