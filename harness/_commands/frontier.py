@@ -377,7 +377,15 @@ def _table(regime: Regime, costs: list[WindowCosts], n_star: float | None) -> st
         for c in costs
     ]
     out += _render(("n", "kJ/window", f"Wh/task (w={regime.windows_per_task:g})"), energy_rows)
-    out.append("")
+    out += ["", *_verdict_lines(regime, n_star)]
+    return "\n".join(out)
+
+
+def _verdict_lines(regime: Regime, n_star: float | None) -> list[str]:
+    """What the table concludes: the flip window n*, the phase-heuristic detector's accuracy
+    cost against the budget, and the rule."""
+    g = regime.gap_pp
+    out: list[str] = []
     if n_star is None:
         out.append(
             f"n*: none — at g = {g:g}pp P+V never beats F in wall time; flatten every window."
@@ -400,7 +408,7 @@ def _table(regime: Regime, costs: list[WindowCosts], n_star: float | None) -> st
             "integration), capped at n L."
         )
     out.append("Rule: flatten what the model cannot afford to emit in parallel.")
-    return "\n".join(out)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
