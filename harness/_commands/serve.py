@@ -93,6 +93,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="most calls in one window (default 16)",
     )
+    _add_request_limits(parser)
+    parser.add_argument(
+        "--no-fabric",
+        action="store_true",
+        help="do not serve the execution fabric's POST /v1/fabric/runs (served by default, "
+        "on the same engine, behind the same API key)",
+    )
+    parser.add_argument(
+        "--model-params",
+        type=float,
+        default=None,
+        help="the model's parameter count for the fabric's CRP-PEF-Compute-Vs-Naive header "
+        "(default: 135e6 for the packaged model; none for --model or --upstream)",
+    )
+    _add_upstream_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_request_limits(parser: argparse.ArgumentParser) -> None:
+    """What one request and the conversations waiting for their clients may hold."""
     parser.add_argument(
         "--max-body-bytes", type=int, default=4 * 1024 * 1024, help="request body limit"
     )
@@ -136,19 +156,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SECONDS",
         help="how long a conversation waits for its client's results (default 900)",
     )
-    parser.add_argument(
-        "--no-fabric",
-        action="store_true",
-        help="do not serve the execution fabric's POST /v1/fabric/runs (served by default, "
-        "on the same engine, behind the same API key)",
-    )
-    parser.add_argument(
-        "--model-params",
-        type=float,
-        default=None,
-        help="the model's parameter count for the fabric's CRP-PEF-Compute-Vs-Naive header "
-        "(default: 135e6 for the packaged model; none for --model or --upstream)",
-    )
+
+
+def _add_upstream_arguments(parser: argparse.ArgumentParser) -> None:
+    """The upstream server instead of the embedded engine (``--upstream`` and its options)."""
     group = parser.add_argument_group("upstream")
     group.add_argument(
         "--upstream",
@@ -200,7 +211,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="with --upstream: openai (the server parses tool calls) or harness (tools in the "
         "system prompt, as the embedded engine does; for models without tool syntax)",
     )
-    parser.set_defaults(func=run)
 
 
 @asynccontextmanager
