@@ -91,6 +91,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="K",
         help="loops sharing the engine (default 8)",
     )
+    _add_selection_arguments(parser)
+    _add_regime_arguments(parser)
+    parser.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="on resume, run again the jobs that errored (engine failures always run again)",
+    )
+    parser.add_argument(
+        "--report-only",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="recompute the report of DIR/results.jsonl without running anything",
+    )
+    add_guide_arguments(parser)
+    add_engine_arguments(parser)
+    add_ray_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which jobs run: the arms, the policies, the tasks, the heuristic control and BFCL."""
     parser.add_argument(
         "--arms",
         nargs="+",
@@ -141,6 +163,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="BFCL AST categories to run (default all: simple multiple parallel "
         "parallel_multiple live_simple live_multiple live_parallel live_parallel_multiple)",
     )
+
+
+def _add_regime_arguments(parser: argparse.ArgumentParser) -> None:
+    """The regime the jobs run at: tool latency and its spread, the turn budget, the
+    declared gap g."""
     parser.add_argument(
         "--latency", type=float, default=0.5, metavar="S", help="tool latency L (default 0.5 s)"
     )
@@ -153,22 +180,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--gap", type=float, default=2.8, metavar="PP", help="declared gap g for R4 (default 2.8pp)"
     )
-    parser.add_argument(
-        "--retry-failed",
-        action="store_true",
-        help="on resume, run again the jobs that errored (engine failures always run again)",
-    )
-    parser.add_argument(
-        "--report-only",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="recompute the report of DIR/results.jsonl without running anything",
-    )
-    add_guide_arguments(parser)
-    add_engine_arguments(parser)
-    add_ray_arguments(parser)
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
