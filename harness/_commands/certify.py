@@ -108,6 +108,40 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         nargs="?",
         help="module, 'pkg.module:object' or spec .json (or give --mcp-server instead)",
     )
+    _add_mcp_arguments(parser)
+    parser.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="skill manifest (TOML): adds its fan-out phases' windows and the D2 checks",
+    )
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=DEFAULT_EXAMPLES,
+        metavar="N",
+        help=f"hypothesis examples per claim (default {DEFAULT_EXAMPLES})",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="state seed and hypothesis seed: same seed, same run (default 0)",
+    )
+    parser.add_argument(
+        "--max-window",
+        type=int,
+        default=5,
+        metavar="K",
+        help="largest window drawn for the commutation claim (default 5)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=run)
+
+
+def _add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
+    """An MCP server certified directly: how to start it, its effects, and how its state is
+    seeded, restarted and shown."""
     mcp = parser.add_argument_group("an MCP server, certified directly")
     mcp.add_argument(
         "--mcp-server",
@@ -156,34 +190,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="pass the server's stderr through (default: kept in the kit's temp directory)",
     )
-    parser.add_argument(
-        "--manifest",
-        metavar="FILE",
-        help="skill manifest (TOML): adds its fan-out phases' windows and the D2 checks",
-    )
-    parser.add_argument(
-        "--examples",
-        type=int,
-        default=DEFAULT_EXAMPLES,
-        metavar="N",
-        help=f"hypothesis examples per claim (default {DEFAULT_EXAMPLES})",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        metavar="S",
-        help="state seed and hypothesis seed: same seed, same run (default 0)",
-    )
-    parser.add_argument(
-        "--max-window",
-        type=int,
-        default=5,
-        metavar="K",
-        help="largest window drawn for the commutation claim (default 5)",
-    )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
