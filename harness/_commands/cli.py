@@ -38,7 +38,7 @@ COMMANDS: dict[str, str] = {
     "engine": "prepare the packaged model, show engine settings, smoke-test the engine",
     "fabric": "run a task as a DAG of batched steps and report the PEF figures",
     "certify": "check a toolset's effect annotations against real executions (hypothesis)",
-    "init": "draft an MCP server's effects file from its schemas and hints, certified",
+    "init": "draft effects (MCP server or Python toolset) and a manifest (traces), certified",
     "serve": "serve an OpenAI-compatible proxy that flattens certified windows (arm F)",
 }
 
