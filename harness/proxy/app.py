@@ -160,7 +160,7 @@ class ProxyService:
         self.ledger = ledger or Ledger(log=False, keep=_RECORDS_KEPT)
         self.ids = CallIds(config.secret)
         self.store = WindowStore(config.store_capacity)
-        self.detector = make_detector(config.detector, max_window=config.max_window)
+        self.detector = make_detector(config.detector, config.window_rules)
         self.positions = PositionCache(config.positions_capacity)
         self.conversations = Conversations(
             config.conversations_capacity, config.idle_s, config.conversations_bytes

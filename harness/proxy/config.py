@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from harness.certify import DEFAULT_MAX_WINDOW
+from harness.certify import DEFAULT_MAX_WINDOW, WindowRules
 from harness.errors import ConfigError
 from harness.proxy.conversation import DEFAULT_MAX_BYTES
 from harness.proxy.limits import Limits
@@ -63,6 +63,12 @@ class ProxyConfig:
     def limits(self) -> Limits:
         """What the edge accepts of a client's JSON (:mod:`harness.proxy.limits`)."""
         return Limits(max_depth=self.max_depth)
+
+    @property
+    def window_rules(self) -> WindowRules:
+        """The window's rules every conversation of this proxy certifies under (the default
+        marker, ``max_window``): the detector's and the loop's one object."""
+        return WindowRules(max_window=self.max_window)
 
     def check(self) -> None:
         """Refuse, with one sentence, a configuration that cannot certify what it was given
