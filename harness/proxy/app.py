@@ -85,7 +85,7 @@ from harness.proxy.restore import Restoration, restore_serial
 from harness.proxy.store import Pending, WindowStore
 from harness.proxy.streaming import stream_pass_through
 from harness.proxy.text_history import restore_text
-from harness.proxy.upstream import choice_plan
+from harness.proxy.upstream import ChoicePlan, choice_plan
 from harness.proxy.wire import wire_endpoint
 from harness.skills.input_sources import prompt_text
 from harness.skills.manifest import Skill
@@ -259,14 +259,8 @@ class ProxyService:
         plan = choice_plan(request.tool_choice, self.engine, self.config.upstream)
         arm = self._arm(request, headers.get("x-harness-arm"), serial=plan.serial)
         tools_key, toolset = self._toolset(request.tools)
-        if skill is not None:
-            missing = sorted({t for p in skill.phases for t in p.tools} - set(toolset))
-            if missing and arm == "F":
-                raise BadRequest(
-                    f"Skill {skill.name!r} uses tools the request does not send: {missing}; "
-                    "send them in 'tools' or pick another skill.",
-                    param="tools",
-                )
+        if skill is not None and arm == "F":
+            _check_skill_tools(skill, toolset)
         restoration = self._restore(request.messages)
         if restoration.text_windows or any(u.reason == "text" for u in restoration.unrestored):
             arm = "S"  # a text history cannot hold a withheld window (harness.proxy.text_history)
@@ -282,21 +276,7 @@ class ProxyService:
         notes = [missing_inputs] if missing_inputs else []
         if plan.note is not None and request.tools:
             notes.append(plan.note)
-        # The upstream is a serial model: arm F asks it for one call per turn; a pass-through
-        # asks for what the client asked.
-        native = arm == "S" and request.parallel_tool_calls is True
-        unsent = request.settings.unsent
-        if arm == "F":  # the proxy's own setting: a serial upstream, one call per turn
-            unsent = unsent - {"parallel_tool_calls"}
-        if plan.forward is None:  # never "auto" in place of what the client asked
-            unsent = unsent | {"tool_choice"}
-        settings = replace(
-            request.settings,
-            parallel_tool_calls=native,
-            model=self.config.upstream_model or request.model or None,
-            unsent=unsent,
-            tool_choice=plan.forward or "auto",  # "auto" unsent when nothing is forwarded
-        )
+        settings = self._upstream_settings(request, arm, plan)
         task = Task(
             id=run_id,
             prompt="",
@@ -319,15 +299,7 @@ class ProxyService:
         )
         window = restoration.windows[-1] if restoration.windows else None
         brought = window.calls if window is not None and window.last else ()
-        digest = history_digest(restoration.messages, result_ids(restoration.messages, brought))
-        conversation = self.conversations.claim(digest)
-        if conversation is not None and (
-            dict(conversation.task.inputs) != inputs
-            or conversation.tool_choice != settings.tool_choice
-        ):
-            # the inputs changed (read from a new result) or the tool_choice did: restart
-            conversation.scope.cancel()
-            conversation = None
+        conversation = self._claim(restoration, brought, inputs, settings)
         kind: Kind = "absorb" if brought else "serial"
         fresh = conversation is None or not self._deliver(conversation, restoration)
         if conversation is None or fresh:
@@ -362,6 +334,45 @@ class ProxyService:
             notes,
         )
         return Served(body, out_headers, kind, meter)
+
+    def _upstream_settings(
+        self, request: ChatRequest, arm: str, plan: ChoicePlan
+    ) -> GenerationSettings:
+        """What the upstream is asked for. It is a serial model: arm F asks it for one call per
+        turn; a pass-through asks for what the client asked."""
+        native = arm == "S" and request.parallel_tool_calls is True
+        unsent = request.settings.unsent
+        if arm == "F":  # the proxy's own setting: a serial upstream, one call per turn
+            unsent = unsent - {"parallel_tool_calls"}
+        if plan.forward is None:  # never "auto" in place of what the client asked
+            unsent = unsent | {"tool_choice"}
+        return replace(
+            request.settings,
+            parallel_tool_calls=native,
+            model=self.config.upstream_model or request.model or None,
+            unsent=unsent,
+            tool_choice=plan.forward or "auto",  # "auto" unsent when nothing is forwarded
+        )
+
+    def _claim(
+        self,
+        restoration: Restoration,
+        brought: Sequence[ToolCall],
+        inputs: Mapping[str, Any],
+        settings: GenerationSettings,
+    ) -> Conversation | None:
+        """The conversation waiting for this history (with the results of the window it
+        brings), or ``None``: none waits, or its inputs or ``tool_choice`` changed (read from
+        a new result, or asked anew), so it is cancelled and the request starts cold."""
+        digest = history_digest(restoration.messages, result_ids(restoration.messages, brought))
+        conversation = self.conversations.claim(digest)
+        if conversation is not None and (
+            dict(conversation.task.inputs) != inputs
+            or conversation.tool_choice != settings.tool_choice
+        ):
+            conversation.scope.cancel()
+            return None
+        return conversation
 
     def _deliver(self, conversation: Conversation, restoration: Restoration) -> bool:
         """Give the waiting ``conversation`` the results this request brings; False (and the
@@ -802,3 +813,15 @@ def _error_response(
 def _bounded_path(request: Request) -> str:
     path = request.url.path
     return path if len(path) <= 200 else path[:200] + "..."
+
+
+def _check_skill_tools(skill: Skill, toolset: Mapping[str, Any]) -> None:
+    """Arm F runs the skill's phases with the request's tools: every tool they name must be
+    sent."""
+    missing = sorted({t for p in skill.phases for t in p.tools} - set(toolset))
+    if missing:
+        raise BadRequest(
+            f"Skill {skill.name!r} uses tools the request does not send: {missing}; "
+            "send them in 'tools' or pick another skill.",
+            param="tools",
+        )
