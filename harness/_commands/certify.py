@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+from harness._commands._mcp_args import add_mcp_server_arguments
 from harness._progress import Progress
 from harness.certkit import (
     DEFAULT_EXAMPLES,
@@ -143,18 +144,7 @@ def _add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
     """An MCP server certified directly: how to start it, its effects, and how its state is
     seeded, restarted and shown."""
     mcp = parser.add_argument_group("an MCP server, certified directly")
-    mcp.add_argument(
-        "--mcp-server",
-        metavar="COMMAND",
-        help="the server's command line, with {root} where it takes its directory",
-    )
-    mcp.add_argument(
-        "--mcp-env",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="an environment variable for the server (repeatable; {root} is replaced)",
-    )
+    add_mcp_server_arguments(mcp)
     mcp.add_argument(
         "--effects",
         metavar="FILE",
@@ -166,19 +156,6 @@ def _add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
         "--trust-hints",
         action="store_true",
         help="tools the effects file does not name take the server's own hints",
-    )
-    mcp.add_argument(
-        "--seed-dir",
-        metavar="DIR",
-        help="copied into the server's directory for every example (default: a few files)",
-    )
-    mcp.add_argument(
-        "--nondeterministic",
-        metavar="PATTERN",
-        action="append",
-        default=[],
-        help="mask result text that varies from run to run: a preset (times, temp-names, "
-        "uuids) or a regular expression (repeatable)",
     )
     mcp.add_argument(
         "--restart-server",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness._commands._mcp_args import add_mcp_server_arguments
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -76,11 +77,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--mcp-server",
-        metavar="COMMAND",
-        help="the server's command line, with {root} where it takes its directory",
-    )
-    parser.add_argument(
         "--toolset",
         metavar="TOOLSET",
         help="a Python toolset, named as `harness certify` takes it (pkg.module with "
@@ -98,19 +94,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="write the drafted manifest here (default: stdout)",
     )
     parser.add_argument(
-        "--mcp-env",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="an environment variable for the server (repeatable; {root} is replaced; "
-        "--mcp-server)",
-    )
-    parser.add_argument(
-        "--trust-hints",
-        action="store_true",
-        help="propose read-only and idempotent from the server's own hints (--mcp-server)",
-    )
-    parser.add_argument(
         "--read-only",
         metavar="TOOL",
         action="append",
@@ -118,26 +101,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a tool you know changes nothing (repeatable; a Python toolset's own read-only "
         "declarations count too)",
     )
-    parser.add_argument(
-        "--root",
-        default=DEFAULT_ROOT,
-        metavar="DIR",
-        help="the directory written as the file's root (the server's own, when you serve "
-        "it; --mcp-server)",
-    )
-    parser.add_argument(
-        "--nondeterministic",
-        metavar="PATTERN",
-        action="append",
-        default=[],
-        help="mask result text that varies (presets times, temp-names, uuids, or a regex; "
-        "--mcp-server)",
-    )
-    parser.add_argument(
-        "--seed-dir",
-        metavar="DIR",
-        help="copied into the server's directory for each example (--mcp-server)",
-    )
+    _add_mcp_arguments(parser)
     parser.add_argument(
         "--examples", type=int, default=25, metavar="N", help="kit examples per claim (25)"
     )
@@ -148,6 +112,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--force", action="store_true", help="overwrite -o / --manifest-output if they exist"
     )
     parser.set_defaults(func=run)
+
+
+def _add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
+    """An MCP server drafted from: how to start and seed it, which hints to trust, and the
+    root its file names."""
+    mcp = parser.add_argument_group("an MCP server (with --mcp-server only)")
+    add_mcp_server_arguments(mcp)
+    mcp.add_argument(
+        "--trust-hints",
+        action="store_true",
+        help="propose read-only and idempotent from the server's own hints",
+    )
+    mcp.add_argument(
+        "--root",
+        default=DEFAULT_ROOT,
+        metavar="DIR",
+        help="the directory written as the file's root (the server's own, when you serve it)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

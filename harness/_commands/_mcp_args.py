@@ -1,0 +1,35 @@
+"""The options that start and seed an MCP server, read the same way by ``harness certify``
+and ``harness init`` (both run the certification kit on the live server)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_mcp_server_arguments(group: argparse._ArgumentGroup) -> None:
+    """``--mcp-server``, ``--mcp-env``, ``--seed-dir`` and ``--nondeterministic``."""
+    group.add_argument(
+        "--mcp-server",
+        metavar="COMMAND",
+        help="the server's command line, with {root} where it takes its directory",
+    )
+    group.add_argument(
+        "--mcp-env",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="an environment variable for the server (repeatable; {root} is replaced)",
+    )
+    group.add_argument(
+        "--seed-dir",
+        metavar="DIR",
+        help="copied into the server's directory for every example (default: a few files)",
+    )
+    group.add_argument(
+        "--nondeterministic",
+        metavar="PATTERN",
+        action="append",
+        default=[],
+        help="mask result text that varies from run to run: a preset (times, temp-names, "
+        "uuids) or a regular expression (repeatable)",
+    )
