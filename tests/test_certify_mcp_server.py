@@ -181,9 +181,13 @@ def test_harness_certify_takes_a_server_command() -> None:
         (["certify", "harness.toolsets.workspace", "--mcp-server", "x"], "not both"),
         (["certify", "harness.toolsets.workspace", "--trust-hints"], "--mcp-server only"),
         (["certify", "harness.toolsets.workspace", "--effects", "no.toml"], "Cannot read effects"),
-        (["certify", "--mcp-server", "x", "--mcp-env", "NOEQUALS"], "KEY=VALUE"),
-        (["certify", "--mcp-server", "x", "--nondeterministic", "("], "neither a preset"),
-        (["certify", "--mcp-server", "x", "--nondeterministic", ".*"], "empty text"),
+        (["certify", "--mcp-server", "x {root}", "--mcp-env", "NOEQUALS"], "KEY=VALUE"),
+        (["certify", "--mcp-server", "x {root}", "--nondeterministic", "("], "neither a preset"),
+        (["certify", "--mcp-server", "x {root}", "--nondeterministic", ".*"], "empty text"),
+        (["certify", "harness.toolsets.workspace", "--no-root"], "--mcp-server only"),
+        (["certify", "--mcp-server", "srv /home/me/project"], "has no {root}"),
+        (["certify", "--mcp-server", "srv", "--mcp-env", "DB=/home/me/db"], "has no {root}"),
+        (["init", "--mcp-server", "srv /home/me/project"], "has no {root}"),
     ],
 )
 def test_certify_usage_errors_exit_2_and_say_why(argv: list[str], message: str) -> None:
@@ -195,14 +199,48 @@ def test_certify_usage_errors_exit_2_and_say_why(argv: list[str], message: str) 
     assert "Traceback" not in done.stderr
 
 
-def test_a_server_that_does_not_start_is_a_clear_error(tmp_path: Path) -> None:
+def test_a_server_that_does_not_start_is_a_clear_error_quoting_its_stderr() -> None:
+    """The log lives in the kit's temporary directory, gone when the kit ends: the error
+    quotes its last lines instead of naming it."""
     from harness.errors import ToolsetError
 
+    script = "import sys; print('cannot open the database', file=sys.stderr); sys.exit(3)"
     with (
-        MCPServer([sys.executable, "-c", "import sys; sys.exit(3)"]) as server,
-        pytest.raises((ToolsetError, ConfigError)),
+        MCPServer([sys.executable, "-c", script, "{root}"]) as server,
+        pytest.raises(ToolsetError) as raised,
     ):
         server.new_state(0)
+    message = str(raised.value)
+    assert "did not start" in message
+    assert "cannot open the database" in message
+    assert "server.log" not in message
+
+
+@needs_servers
+def test_a_command_without_root_is_refused_before_the_server_touches_anything(
+    tmp_path: Path,
+) -> None:
+    """A pasted server command names the user's real directory: the kit would run every
+    example there (overwriting files) while diffing its own, empty one, and pass. Refused,
+    exit 2, nothing written; --no-root runs it as it is (for a server with no state on disk)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.txt").write_text("precious\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "certify", "--mcp-server", f"{FILESYSTEM} {project}",
+         "--effects", str(FS_EFFECTS), "--examples", "2"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "has no {root}" in done.stderr
+    assert "--no-root" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in project.iterdir()) == ["a.txt"]
+    assert (project / "a.txt").read_text() == "precious\n"
+    with pytest.raises(ConfigError, match="has no"):
+        MCPServer([str(MEMORY)], env={"MEMORY_FILE_PATH": str(project / "memory.json")})
+    MCPServer([str(MEMORY)], env={"MEMORY_FILE_PATH": "{root}/memory.json"})  # accepted
+    MCPServer([sys.executable, "-c", "pass"], no_root=True)  # accepted: the user said so
 
 
 def test_presets_mask_what_varies_and_nothing_else() -> None:

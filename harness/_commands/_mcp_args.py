@@ -7,7 +7,8 @@ import argparse
 
 
 def add_mcp_server_arguments(group: argparse._ArgumentGroup) -> None:
-    """``--mcp-server``, ``--mcp-env``, ``--seed-dir`` and ``--nondeterministic``."""
+    """``--mcp-server``, ``--mcp-env``, ``--no-root``, ``--seed-dir`` and
+    ``--nondeterministic``."""
     group.add_argument(
         "--mcp-server",
         metavar="COMMAND",
@@ -19,6 +20,12 @@ def add_mcp_server_arguments(group: argparse._ArgumentGroup) -> None:
         action="append",
         default=[],
         help="an environment variable for the server (repeatable; {root} is replaced)",
+    )
+    group.add_argument(
+        "--no-root",
+        action="store_true",
+        help="run a command with no {root} anywhere (refused otherwise): only for a server "
+        "that keeps nothing on disk, as it then writes wherever it writes",
     )
     group.add_argument(
         "--seed-dir",

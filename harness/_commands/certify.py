@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
             "Name what to certify: a TOOLSET, or an MCP server with --mcp-server COMMAND "
             "(not both)."
         )
-    mcp_only = ("trust_hints", "seed_dir", "restart_server", "show_server_log")
+    mcp_only = ("trust_hints", "seed_dir", "restart_server", "show_server_log", "no_root")
     stray = [f"--{n.replace('_', '-')}" for n in mcp_only if getattr(args, n)]
     stray += ["--mcp-env"] * bool(args.mcp_env) + ["--nondeterministic"] * bool(
         args.nondeterministic
@@ -209,6 +209,7 @@ def _mcp_server(args: argparse.Namespace) -> MCPServer:
         restart=args.restart_server,
         nondeterministic=args.nondeterministic,
         show_server_log=args.show_server_log,
+        no_root=args.no_root,
     )
 
 

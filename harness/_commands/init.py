@@ -214,6 +214,7 @@ def _mcp_source(args: argparse.Namespace) -> _Source:
             effects=effects,
             seed_dir=args.seed_dir,
             nondeterministic=args.nondeterministic,
+            no_root=args.no_root,
         )
 
     with server() as probe:
@@ -242,7 +243,7 @@ def _toolset_source(args: argparse.Namespace) -> _Source:
     from harness.certkit.draft_effects import certifiable_with, records_keying
     from harness.tools.effects_file import effects_from_dict
 
-    mcp_only = ("mcp_env", "trust_hints", "seed_dir", "nondeterministic")
+    mcp_only = ("mcp_env", "trust_hints", "seed_dir", "nondeterministic", "no_root")
     stray = [f"--{n.replace('_', '-')}" for n in mcp_only if getattr(args, n)]
     stray += ["--root"] * (args.root != DEFAULT_ROOT)
     if stray:

@@ -6,7 +6,10 @@ needs from a server it cannot import:
 
 - **a fresh state per example.** The server runs confined to one directory of the kit's own
   (``{root}`` in the command and in ``env`` values is replaced by it; the server's working
-  directory is it). Each new state empties the directory and copies ``seed_dir`` into it
+  directory is it). A command with no ``{root}`` anywhere is refused (``ConfigError``): it
+  names a directory of the user's, which every example would write while the kit diffs its
+  own; ``no_root=True`` (``--no-root``) runs it anyway, for a server with no state on disk.
+  Each new state empties the directory and copies ``seed_dir`` into it
   (by default a few files and directories, :data:`DEFAULT_SEED`);
   the server process is kept (a server that keeps its state in files, as the reference
   filesystem and memory servers do, needs nothing else), or restarted for every state with
@@ -28,8 +31,9 @@ needs from a server it cannot import:
   mark only what is really noise. When results differ between two serial runs on fresh
   states and nothing masks them, the kit says so instead of blaming the declaration.
 - **manners.** The server's stderr (banners, logs) goes to a log file in the kit's
-  temporary directory, not the terminal (``show_server_log=True`` passes it through); the
-  directory and every server end when the :class:`MCPServer` closes.
+  temporary directory, not the terminal (``show_server_log=True`` passes it through); a
+  server that does not start is an error quoting the log's last lines (the directory and
+  every server end when the :class:`MCPServer` closes).
 
 The ``mcp`` SDK is the optional extra ``mcp``.
 """
@@ -62,6 +66,12 @@ __all__ = ("DEFAULT_SEED", "MCPServer", "MCPServerState", "env_from_pairs")
 
 #: The resource namespace of the files the kit sees (``file:a/b``).
 NAMESPACE = "file:"
+
+#: What the command and ``env`` values hold where the server takes the kit's directory.
+ROOT = "{root}"
+
+#: How many of the server log's last lines a start failure quotes.
+LOG_TAIL = 20
 
 
 #: What a fresh state holds when no ``seed_dir`` is given: a few files and directories, so
@@ -106,7 +116,8 @@ class MCPServer:
     not name take the server's hints when ``trust_hints`` is true, else the worst case.
     ``seed_dir``: copied into every fresh state (default: :data:`DEFAULT_SEED`). ``restart``: a new server process for every
     state. ``nondeterministic``: presets or regular expressions masked in results.
-    ``timeout_s``: each call's deadline.
+    ``timeout_s``: each call's deadline. ``no_root``: accept a command and ``env`` with no
+    ``{root}`` (refused otherwise: the server would write a directory of the user's).
     """
 
     def __init__(
@@ -122,6 +133,7 @@ class MCPServer:
         timeout_s: float = 30.0,
         show_server_log: bool = False,
         name: str | None = None,
+        no_root: bool = False,
     ) -> None:
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
@@ -140,6 +152,15 @@ class MCPServer:
         self.normalise = normaliser(nondeterministic)
         self.timeout_s = timeout_s
         self.show_server_log = show_server_log
+        if not no_root and not any(ROOT in a for a in [*argv, *self.env.values()]):
+            raise ConfigError(
+                f"--mcp-server {' '.join(argv)!r} has no {ROOT}: the kit runs the server in "
+                "a directory of its own and empties it for every example, so write {root} "
+                "where the server takes its directory (e.g. 'mcp-server-filesystem {root}') "
+                "or in an --mcp-env value (e.g. MEMORY_FILE_PATH={root}/memory.json); "
+                "--no-root only for a server that keeps nothing on disk (it then writes "
+                "wherever it writes)."
+            )
         self.name = name or Path(argv[-1]).name or argv[0]
         self._stack: contextlib.ExitStack | None = None
         self._home: Path | None = None
@@ -241,11 +262,28 @@ class MCPServer:
                 raise
             raise ToolsetError(
                 f"The MCP server {' '.join(argv)!r} did not start: {type(exc).__name__}: "
-                f"{exc}. Its output is in {self.server_log}."
+                f"{exc}. {self._log_tail()}"
             ) from None
         self.hints = dict(served.hints)
         tools = [self._through(tool) for tool in served.values()]
         return _Running(stack, Toolset(tools, name=self.name))
+
+    def _log_tail(self) -> str:
+        """The server's last lines of stderr, for an error message (the log itself lives in
+        the kit's temporary directory, removed when the kit ends)."""
+        if self.show_server_log:
+            return "Its output (stderr) is above."
+        if self._log is not None:
+            self._log.flush()
+        try:
+            lines = (self.server_log or Path()).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            lines = []
+        if not lines:
+            return "It wrote nothing to stderr."
+        tail = lines[-LOG_TAIL:]
+        cut = f" (last {len(tail)} of {len(lines)} lines)" if len(lines) > len(tail) else ""
+        return f"Its stderr{cut}:\n" + "\n".join("  " + line for line in tail)
 
     def _stop(self) -> None:
         running, self._running = self._running, None
