@@ -285,6 +285,53 @@ def test_an_effects_file_keys_paths_under_its_root_and_writes_ancestors() -> Non
         effects_from_dict({"root": "srv", "tools": {}})
 
 
+def test_a_path_key_on_a_list_argument_is_refused_with_each_path_as_the_fix() -> None:
+    """identity = { paths = "path" } on an array argument would key the whole list as one
+    odd file name (its files get no targets of their own, and F false-fills): refused where
+    the effect meets the tool's schema, and the other way round too."""
+    from harness.errors import ToolsetError
+    from harness.proxy import toolset_for
+    from harness.tools import Toolset
+
+    specs = [
+        {"name": "read_many", "parameters": {"type": "object", "properties": {
+            "paths": {"type": "array", "items": {"type": "string"}}}}},
+        {"name": "read_one", "parameters": {"type": "object", "properties": {
+            "path": {"type": "string"}}}},
+    ]  # fmt: skip
+    wrong = effects_from_dict(
+        {"root": "/srv", "tools": {"read_many": {"read_only": True, "read_targets": "file:{paths}",
+                                                 "identity": {"paths": "path"}}}}
+    )  # fmt: skip
+    with pytest.raises(ToolsetError, match='paths = "each path"'):
+        Toolset.from_openai(specs)["read_many"].with_effect(wrong["read_many"])
+    with pytest.raises(ConfigError, match="each path"):
+        toolset_for(specs, wrong)  # the proxy: harness serve --effects
+    backwards = effects_from_dict(
+        {"root": "/srv", "tools": {"read_one": {"read_only": True, "read_targets": "file:{path}",
+                                                "identity": {"path": "each path"}}}}
+    )  # fmt: skip
+    with pytest.raises(ToolsetError, match='path = "path"'):
+        Toolset.from_openai(specs)["read_one"].with_effect(backwards["read_one"])
+
+
+@needs_servers
+def test_the_kit_refuses_a_path_key_on_the_servers_list_argument(tmp_path: Path) -> None:
+    text = FS_EFFECTS.read_text(encoding="utf-8")
+    assert 'identity = { paths = "each path" }' in text
+    wrong = tmp_path / "fs.effects.toml"
+    wrong.write_text(text.replace('{ paths = "each path" }', '{ paths = "path" }'))
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "certify", "--mcp-server", f"{FILESYSTEM} {{root}}",
+         "--effects", str(wrong), "--examples", "2"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"Effects file {wrong} does not fit the server's tools" in done.stderr
+    assert "'read_multiple_files'" in done.stderr
+    assert 'paths = "each path"' in done.stderr
+
+
 @needs_servers
 def test_the_false_fill_benchmark_sees_lost_writes_and_none_under_honest_effects() -> None:
     """benchmarks/mcp_false_fills measures F against S on hand-written windows, apart from

@@ -188,7 +188,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{', '.join(stray)} applies to --mcp-server only.")
     with contextlib.ExitStack() as stack:
         if args.mcp_server is not None:
-            certifiable = stack.enter_context(_mcp_server(args)).certifiable()
+            server = stack.enter_context(_mcp_server(args))
+            # started before the kit runs, so a server that does not start, or an effects
+            # file that does not fit its tools, is said as it is, not as the kit's error
+            server.new_state(args.seed)
+            certifiable = server.certifiable()
         else:
             if os.getcwd() not in sys.path:  # 'pkg.module' from the working directory
                 sys.path.insert(0, os.getcwd())

@@ -258,6 +258,12 @@ class MCPServer:
             served = stack.enter_context(self._portal.wrap_async_context_manager(manager))
         except BaseException as exc:
             stack.close()
+            if isinstance(exc, ToolsetError) and exc.tool in (self._effects or {}):
+                source = self.effects_source
+                where = source if isinstance(source, str | Path) else "<effects>"
+                raise ConfigError(
+                    f"Effects file {where} does not fit the server's tools: {exc.message}"
+                ) from None
             if isinstance(exc, ConfigError | ToolsetError):
                 raise
             raise ToolsetError(

@@ -48,7 +48,7 @@ from harness.tools.effects import (
     TargetSpec,
     template_fields,
 )
-from harness.tools.identity import Each
+from harness.tools.identity import Each, InRoot, UnderRoot
 
 __all__ = (
     "IDEMPOTENCY_KEY_ARG",
@@ -125,6 +125,7 @@ class Tool:
                 tool=self.name,
             )
         self._check_target_fields()
+        self._check_path_keys()
 
     def _check_target_fields(self) -> None:
         """Every field of a target template names an argument the schema declares (a typo
@@ -144,6 +145,43 @@ class Tool:
                         f"which are not arguments (the schema has {sorted(properties)}).",
                         tool=self.name,
                     )
+
+    def _check_path_keys(self) -> None:
+        """A path key (:func:`~harness.tools.identity.in_root`, an effects file's ``"path"``)
+        keys one path: on an argument the schema types as an array it would key the whole
+        list as one odd file name (``"['a.txt', 'b.md']"``), so the list's files get no
+        targets of their own; ``each`` keys every element. Kept apart the other way too: an
+        element-wise key on a string-only argument."""
+        properties = self.parameters.get("properties")
+        if not isinstance(properties, Mapping) or not self.effect.identity:
+            return
+        for argument, key in self.effect.identity.items():
+            schema = properties.get(argument)
+            kind = schema.get("type") if isinstance(schema, Mapping) else None
+            types = (
+                {kind} if isinstance(kind, str) else set(kind) if isinstance(kind, list) else set()
+            )
+            if isinstance(key, InRoot | UnderRoot) and types and types <= {"array", "null"}:
+                raise ToolsetError(
+                    f"Tool {self.name!r}: identity of {argument!r} keys one path, but the "
+                    f"argument is an array (a list of paths): key each element, "
+                    f'identity = {{ {argument} = "each path" }} in an effects file '
+                    "(each(in_root(...)) in Python).",
+                    tool=self.name,
+                )
+            if (
+                isinstance(key, Each)
+                and isinstance(key.fn, InRoot | UnderRoot)
+                and types
+                and types <= {"string", "null"}
+            ):
+                raise ToolsetError(
+                    f"Tool {self.name!r}: identity of {argument!r} keys each element of a "
+                    f"list, but the argument is a string (one path): write "
+                    f'identity = {{ {argument} = "path" }} in an effects file '
+                    "(in_root(...) in Python).",
+                    tool=self.name,
+                )
 
     def spec(self) -> ToolSpec:
         """The OpenAI function spec the model is shown."""
