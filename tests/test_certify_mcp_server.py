@@ -332,6 +332,28 @@ def test_the_kit_refuses_a_path_key_on_the_servers_list_argument(tmp_path: Path)
     assert 'paths = "each path"' in done.stderr
 
 
+def test_the_kit_refuses_an_effects_file_the_proxy_refuses(tmp_path: Path) -> None:
+    """The kit replaces the file's root with its own directory, but a file with identity and
+    no root is one `harness serve --effects` refuses: the kit says the same, not a pass."""
+    from harness.tools.effects_file import load_effects
+
+    rootless = tmp_path / "fs.effects.toml"
+    rootless.write_text(
+        '[tools.read_one]\nread_only = true\nread_targets = "file:{path}"\n'
+        'identity = { path = "path" }\n'
+    )
+    with pytest.raises(ConfigError) as served:
+        load_effects(rootless)
+    server = MCPServer([sys.executable, "-c", "pass", "{root}"], effects=rootless)
+    with pytest.raises(ConfigError) as kit:
+        server.__enter__()
+    assert str(kit.value) == str(served.value)
+    assert "add root" in str(kit.value)
+    tables = _toml_tables(rootless)
+    with pytest.raises(ConfigError, match="add root"), MCPServer(["x", "{root}"], effects=tables):
+        pass
+
+
 @needs_servers
 def test_the_false_fill_benchmark_sees_lost_writes_and_none_under_honest_effects() -> None:
     """benchmarks/mcp_false_fills measures F against S on hand-written windows, apart from

@@ -226,10 +226,14 @@ class MCPServer:
         source = self.effects_source
         if source is None:
             return None
+        # read first as `harness serve --effects` reads it (its own root): what the proxy
+        # refuses (identity with no root, ...) is refused here with the same words
         if isinstance(source, Mapping) and "tools" in source:  # an effects file's tables
+            effects_from_dict(source, "<effects>")
             return effects_from_dict(source, "<effects>", root=str(self.root))
         if isinstance(source, Mapping):
             return source
+        load_effects(source)
         return load_effects(source, root=str(self.root))
 
     def _substitute(self, text: str) -> str:
