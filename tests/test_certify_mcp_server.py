@@ -145,6 +145,25 @@ def test_per_entity_targets_on_the_memory_server_lose_writes_and_are_flagged() -
 
 
 @needs_servers
+def test_a_lie_whose_writers_all_fail_in_the_kits_directory_is_unverified_not_passed() -> None:
+    """MEMORY_FILE_PATH in a directory the default seed lacks: every write fails (ENOENT),
+    so the per-entity lie above has nothing to be caught on. It must not pass: each writer's
+    claims and the window are unverified, naming the tool and its first error."""
+    effects = _toml_tables(MEMORY_EFFECTS)
+    effects["tools"]["create_entities"]["write_targets"] = "entity:{entities}"  # type: ignore[index]
+    env = {"MEMORY_FILE_PATH": "{root}/data/memory.json"}
+    report = _certify([str(MEMORY)], effects, env=env, examples=5)
+    assert report.ok, report.render()  # nothing FALSE: nothing was seen
+    claims = {(c.subject, c.claim): c for c in report.claims}
+    for key in (("create_entities", "write_targets"), ("windows of all tools", "commutes")):
+        assert claims[key].status == "unverified", report.render()
+        assert "never succeeded" in claims[key].reason
+        assert "ENOENT" in claims[key].reason
+    writers = {"create_entities", "create_relations", "add_observations", "delete_entities"}
+    assert not [c for c in report.passed if c.tool in writers and c.claim != "targets_canonical"]
+
+
+@needs_servers
 @pytest.mark.usefixtures("in_empty_dir")
 def test_harness_certify_takes_a_server_command() -> None:
     done = subprocess.run(

@@ -268,6 +268,62 @@ def test_a_stateless_toolset_is_checked_for_idempotence_by_results_and_can_fail_
     assert by_claim["commutes"].status == "unverified"
 
 
+def _journal(*, ready: bool) -> CertifiableToolset:
+    """A store whose writer also appends to a log (a lie: it declares only its entry), and
+    fails on every call when the state lacks its directory (``ready=False``)."""
+
+    def new_state(seed: int) -> dict[str, Any]:
+        return {"ready": ready, "files": {}}
+
+    def make_toolset(state: dict[str, Any]) -> Toolset:
+        @tool(idempotent=False, write_targets="entry:{key}", read_targets=[])
+        def append(key: str) -> str:
+            """Add an entry and log it."""
+            if not state["ready"]:
+                raise FileNotFoundError("no such directory: data/")
+            state["files"][f"entry:{key}"] = "x"
+            state["files"]["entry-log"] = state["files"].get("entry-log", "") + key
+            return "ok"
+
+        @tool(read_only=True, read_targets=[])
+        def count() -> int:
+            """How many files there are."""
+            return len(state["files"])
+
+        return Toolset([append, count], name="journal")
+
+    def resources(state: dict[str, Any]) -> dict[str, str]:
+        return dict(state["files"])
+
+    return CertifiableToolset(
+        new_state=new_state,
+        make_toolset=make_toolset,
+        fingerprint=lambda state: tuple(sorted(state["files"].items())),
+        resources=resources,
+    )
+
+
+def test_a_claim_whose_tool_never_succeeded_is_unverified_not_passed():
+    """Every call of the writer fails on the kit's fresh state (a directory the seed lacks):
+    its false declaration must not pass vacuously, nor the windows it is the writer of."""
+    report = check_toolset(_journal(ready=False), examples=10)
+    by_claim = {(c.subject, c.claim): c for c in report.claims}
+    for key in (("append", "write_targets"), ("windows of all tools", "commutes")):
+        claim = by_claim[key]
+        assert claim.status == "unverified", report.render()
+        assert "'append' never succeeded" in claim.reason
+        assert "no such directory: data/" in claim.reason
+    assert by_claim[("count", "read_only")].status == "passed"  # it succeeded
+    assert report.ok  # nothing is FALSE: the summary counts them unverified
+    assert any("never succeeded" in n for n in report.notes)
+    assert not [c for c in report.passed if c.tool == "append"], report.render()
+    assert f"0 FALSE, {len(report.unverified)} unverified" in report.render()
+    seeded = check_toolset(_journal(ready=True), examples=10)
+    assert {(c.subject, c.claim): c.status for c in seeded.claims}[
+        ("append", "write_targets")
+    ] == "FALSE"
+
+
 # ------------------------------------------------------------------------- the pytest helper
 
 

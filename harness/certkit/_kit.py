@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -140,6 +140,10 @@ class Kit:
     #: its other spellings once): a collision the examples hold is met on purpose.
     explicit: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _memo: dict[str, Observed] = field(default_factory=dict)
+    #: Per tool, since the claim running began: [calls that succeeded, calls that returned
+    #: an error, the first error's text] (:meth:`_judged`).
+    _tally: dict[str, list[Any]] = field(default_factory=dict)
+    _never_succeeded: int = 0
 
     @classmethod
     def start(
@@ -232,13 +236,64 @@ class Kit:
         else:
             results = anyio.run(_concurrent, toolset, tool_calls, order, yields or [0] * len(calls))
         _settle(results)
+        self._count(results)
         return Observed(results, before, self.snapshot(state))
 
     def once(self, name: str, arguments: Mapping[str, Any]) -> Observed:
         key = json.dumps([name, arguments], sort_keys=True, default=str)
         if key not in self._memo:
             self._memo[key] = self.execute([(name, arguments)])
+        else:  # the claim running sees this outcome too
+            self._count(self._memo[key].results)
         return self._memo[key]
+
+    def _count(self, results: Sequence[ToolResult]) -> None:
+        for result in results:
+            tally = self._tally.setdefault(result.name, [0, 0, ""])
+            if result.is_error:
+                tally[1] += 1
+                tally[2] = tally[2] or outcome_text(result)
+            else:
+                tally[0] += 1
+
+    def _judged(self, job: Job, subjects: Sequence[str]) -> Job:
+        """``job``, whose pass counts only if some tool of ``subjects`` succeeded at least
+        once in it: a claim checked only on calls that all returned an error (the fresh
+        state lacks what the tool needs) has seen nothing, so it is unverified, naming the
+        tool and its first error."""
+
+        def run() -> ClaimResult:
+            self._tally = {}
+            result = job()
+            tried = [n for n in subjects if n in self._tally]
+            if result.status != "passed" or not tried:
+                return result
+            if any(self._tally[n][0] for n in tried):
+                return result
+            calls = sum(self._tally[n][1] for n in tried)
+            first = " ".join(self._tally[tried[0]][2].split())
+            first = first if len(first) <= 160 else first[:159] + "…"
+            if len(tried) == 1:
+                who = f"'{tried[0]}' never succeeded: all {calls} calls returned an error"
+            else:
+                who = (
+                    f"{', '.join(tried)} never succeeded: all {calls} calls returned an "
+                    f"error ('{tried[0]}')"
+                )
+            self._never_succeeded += 1
+            if self._never_succeeded == 1:
+                self.notes.append(
+                    "a claim whose tool never succeeded (every call returned an error on the "
+                    "kit's fresh states) is unverified, not passed: the state lacks what the "
+                    "tool needs; seed it (new_state, or --seed-dir for an MCP server)"
+                )
+            return replace(
+                result,
+                status="unverified",
+                reason=f"{who}, the first {first!r}",
+            )
+
+        return run
 
     # ---------------------------------------------------------------------- driver
 
@@ -339,7 +394,8 @@ class Kit:
                 "the toolset has no resources(state): write targets cannot be checked"
             )
         for name, tool in self.toolset.items():
-            yield from self._tool_jobs(name, tool)
+            for job in self._tool_jobs(name, tool):
+                yield self._judged(job, [name])
         yield from self._window_jobs(manifest)
         if manifest is not None:
             for skill in manifest.skills.values():
@@ -440,7 +496,11 @@ class Kit:
                     ClaimResult, "commutes", "unverified", 0, None, label, reason
                 )
             else:
-                yield functools.partial(check_commutes, self, label, phase)
+                members = self.eligible(phase.tools)
+                writers = [n for n in members if not self.toolset[n].effect.read_only]
+                yield self._judged(
+                    functools.partial(check_commutes, self, label, phase), writers or members
+                )
 
     # ------------------------------------------------------------------ per-tool claims
 
