@@ -61,11 +61,15 @@ An MCP server is certified directly with --mcp-server COMMAND instead of TOOLSET
 runs the server confined to a directory of its own ({root} in the command and in --mcp-env
 values), empties and seeds that directory for every example (--seed-dir, default a few
 files), and diffs it: every file, directory and link is one resource, named file: and its
-path relative to the root (file:notes/b.md). Effects come from --effects FILE (the same
+path relative to the root (file:notes/b.md). A command with no {root} in it or in an
+--mcp-env value is refused (it would run every example in your own directory) unless
+--no-root says the server keeps nothing on disk. Effects come from --effects FILE (the same
 TOML as `harness serve --effects`; its root is replaced by the kit's directory) or the
 server's own hints (--trust-hints). Results that vary from run to run (times, temporary
 names) are masked with --nondeterministic; unmasked, the kit reports them as unverified and
-names the preset that would mask them, rather than blaming the declaration.
+names the preset that would mask them, rather than blaming the declaration. A claim whose
+tool never once succeeded (every call an error on the kit's fresh states) is unverified too,
+naming the tool's first error.
 
 --effects FILE with a TOOLSET certifies that file's declarations in place of the toolset's
 own (a tool the file does not name is the worst case): a `harness init --toolset` draft, or
