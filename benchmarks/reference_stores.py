@@ -37,6 +37,19 @@ Store models (:data:`STORES`):
 ``numeric``    a store keyed by a number's value: ``put(n: float)`` and ``put_i(i: int)`` on
                ``num:{n}``, ``put_s(s: str)`` on ``num:{s}`` (the store parses it with
                ``Decimal``)
+``js_number``  a store in a JavaScript server, keyed by ``Number(value)`` (a JSON number is a
+               double; text is read by ``Number()``: ``0x10``, ``0b1``, ``0o7``, ``1e3``,
+               ``Infinity``): ``put(n: float)``, ``put_i(i: int)`` and ``put_s(s: str)`` on
+               ``num:{n}`` (the same honest declarations as ``numeric``); integers past 2**53
+               and decimals past 17 digits round onto one record
+``folds``      one store per pair, drawn from every fold the proof claims to cover: exact
+               text, case, PEP 503 separators, slugs (separators unified and trimmed),
+               natural keys (leading zeros of digit runs), a PEP 440-like composite of all
+               three, and the number readers ``int()``, ``int(text, 0)``, ``float()``,
+               ``Decimal()`` and ``Number()``; ``put(key: str)``, ``put_n(n: int)`` and
+               ``put_x(x: float)`` on ``rec:{key}``; spellings are drawn from an alphabet of
+               digits, signs, ``e``, ``x``, ``.``, ``_`` and ``-`` and from one another
+               through the folds, so most pairs are near-collisions
 
 Hostile spellings (:data:`SPELLING_CLASSES`): case, Unicode forms and confusables
 (NFC/NFD, full-width, compatibility ligatures, the Kelvin sign, dotless ``ı``), padding and
@@ -62,8 +75,10 @@ import argparse
 import contextlib
 import itertools
 import json
+import math
 import posixpath
 import random
+import re
 import sys
 import time
 import unicodedata
@@ -102,6 +117,9 @@ class StoreModel:
     records: Callable[[str, Mapping[str, Any]], frozenset[Record]]
     related: Callable[[Record, Record], bool]
     spell: Callable[[random.Random], Call]
+    #: Whether a call's records may be cached by its arguments (not when the store is drawn
+    #: per pair).
+    cacheable: bool = True
 
 
 # -- spellings ---------------------------------------------------------------------------------
@@ -550,6 +568,206 @@ def _numeric_spell(rng: random.Random) -> Call:
         return kind, {"n": 7.0}
 
 
+# -- a JavaScript store keyed by Number(value) ----------------------------------------------------
+
+_JS_RADIX = {"0x": 16, "0o": 8, "0b": 2}
+
+
+def js_number(value: Any) -> float | str:
+    """``Number(value)`` as a JavaScript server reads a JSON value or a string: a double
+    (``NaN`` as the text ``"NaN"``, one record for every value ``Number()`` cannot read)."""
+    if isinstance(value, bool) or value is None:
+        return "NaN"
+    if isinstance(value, int | float):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.copysign(math.inf, value)
+    text = str(value).strip(" \t\n\r\v\f")
+    if text == "":
+        return 0.0
+    radix = _JS_RADIX.get(text[:2].lower())
+    if radix is not None:
+        digits = text[2:]
+        if re.fullmatch("[0-9a-fA-F]+", digits):
+            with contextlib.suppress(ValueError):  # (a digit beyond the base: NaN)
+                return float(int(digits, radix))
+        return "NaN"
+    if text in ("Infinity", "+Infinity", "-Infinity"):
+        return -math.inf if text[0] == "-" else math.inf
+    if not _JS_DECIMAL.match(text):
+        return "NaN"
+    return float(text)
+
+
+_JS_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
+
+
+def _js_records(name: str, args: Mapping[str, Any]) -> frozenset[Record]:
+    value = args["n"] if name == "put" else args["i"] if name == "put_i" else args["s"]
+    number = js_number(value)
+    return frozenset({(0.0 if number == 0 else number,)})  # (String(-0) is "0")
+
+
+_NEAR = (2**53, 2**53 + 1, 2**53 + 2, 2**63, 2**63 + 1, 10**17, 10**17 + 1)
+
+
+def _js_spell(rng: random.Random) -> Call:
+    n = rng.choice((7, 16, 1000, 0, 2**53, 2**53 + 1, 2**63 + 1, 10**17 + 1))
+    forms: list[Any] = [
+        n,
+        str(n),
+        float(n),
+        rng.choice(_NEAR),
+        str(rng.choice(_NEAR)),
+        hex(n),
+        hex(n).upper().replace("0X", "0x"),
+        oct(n),
+        bin(n),
+        f"{n}e0",
+        f"{float(n)!r}",
+        "0.1",
+        "0.1000000000000000055511151231257827",
+        0.1,
+        "-0",
+        "Infinity",
+        "1e400",
+        "1" + "0" * 400,
+    ]
+    value = rng.choice(forms)
+    kind = rng.choice(("put", "put_i", "put_s", "put_s"))
+    if kind == "put_s":
+        return kind, {"s": str(value)}
+    if kind == "put_i":
+        return kind, {"i": value if isinstance(value, int) else n}
+    try:
+        return kind, {"n": float(value)}
+    except (ValueError, OverflowError):
+        return kind, {"n": float(n)}
+
+
+# -- every fold the proof covers, one store per pair ----------------------------------------
+
+
+def _pep503(text: str) -> str:
+    return re.sub(r"[-_.]+", "-", text).lower()
+
+
+def _natural(text: str) -> str:
+    return re.sub(r"(?<![0-9])0+(?=[0-9])", "", text)
+
+
+def _read(reader: Callable[[str], Any], numeric: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A store reading its key with ``reader`` (text) or ``numeric`` (a JSON number); keys
+    compare as Python numbers do (``7 == 7.0 == Decimal(7)``)."""
+
+    def key(value: Any) -> Any:
+        try:
+            number = reader(value) if isinstance(value, str) else numeric(value)
+        except (ValueError, ArithmeticError):
+            return None  # the store refuses the call: it touches nothing
+        return number if math.isfinite(number) else str(number)
+
+    return key
+
+
+#: How each store keys a record (a value as the tool receives it -> the store's key).
+FOLDS: Mapping[str, Callable[[Any], Any]] = {
+    "exact": lambda v: str(v),
+    "case": lambda v: str(v).lower(),
+    "pep503": lambda v: _pep503(str(v)),
+    "slug": lambda v: _pep503(str(v)).strip("-"),
+    "natural": lambda v: _natural(str(v)),
+    "pep440": lambda v: _natural(_pep503(str(v)).strip("-")),
+    "int": _read(int, int),
+    "int0": _read(lambda t: int(t, 0), int),
+    "float": _read(float, float),
+    "decimal": _read(Decimal, Decimal),
+    "js": lambda v: _js_key(v) if isinstance(v, str) else float(v),
+}
+
+
+def _js_key(text: str) -> Any:
+    """``Number(text)``; a text it cannot read (``NaN``) is refused, as a store that validates
+    its keys refuses it (one ``NaN`` record for every name is a store keyed by more than the
+    text: see the docs' *What to declare*)."""
+    number = js_number(text)
+    return None if number == "NaN" else number
+
+
+_FOLD_ALPHABET = "0017abex._-+E"
+_FOLD_POOL = (
+    "7", "07", "0x7", "0X07", "0o7", "0b111", "7.0", "7.", ".7", "0.7", "+7", "-7", "7_0", "70",
+    "1e3", "1E3", "1000", "1.e3", "1-e3", "1e-3", "1e.3", "inf", "Infinity", "nan", "NaN",
+    "1-5", "1.5", "1_5", "15", "1.05", "v1.05", "v1.5", "00x10", "0x10", "16", "a-b", "a_b",
+    "A.B", "a--b", "ab", "_7", "7-", "2026-01-02", "2026.1.2", "9007199254740993",
+    "9007199254740992", "0x20000000000000", "x07", "x7", "e7", "E-7",
+)  # fmt: skip
+
+
+def _fold_text(rng: random.Random) -> str:
+    if rng.random() < 0.5:
+        return rng.choice(_FOLD_POOL)
+    return "".join(rng.choice(_FOLD_ALPHABET) for _ in range(rng.randint(1, 6)))
+
+
+def _folds_toolset() -> Toolset:
+    @tool(write_targets="rec:{key}", read_targets="rec:{key}")
+    def put(key: str) -> str:
+        """Write the record the store keys the text by."""
+        return "ok"
+
+    @tool(write_targets="rec:{n}", read_targets="rec:{n}")
+    def put_n(n: int) -> str:
+        """Write the record keyed by an integer."""
+        return "ok"
+
+    @tool(write_targets="rec:{x}", read_targets="rec:{x}")
+    def put_x(x: float) -> str:
+        """Write the record keyed by a number."""
+        return "ok"
+
+    return Toolset([put, put_n, put_x], name="folds")
+
+
+def _folds_model() -> StoreModel:
+    """The ``folds`` store: the two calls of a pair share one store, drawn for the pair (the
+    first call of each pair draws it; ``_run_store`` spells a pair's calls in turn)."""
+    state: dict[str, Any] = {"calls": 0, "fold": "exact", "last": "7"}
+
+    def spell(rng: random.Random) -> Call:
+        first = state["calls"] % 2 == 0
+        state["calls"] += 1
+        if first:
+            state["fold"] = rng.choice(sorted(FOLDS))
+            text = _fold_text(rng)
+        else:  # near the first: a fold of it, a fold of it re-spelled, or a fresh text
+            text = state["last"]
+            for _ in range(rng.randint(0, 2)):
+                fold = FOLDS[rng.choice(("case", "pep503", "slug", "natural", "pep440"))]
+                text = str(fold(text))
+            if rng.random() < 0.3:
+                text = _fold_text(rng)
+        state["last"] = text
+        kind = rng.choice(("put", "put", "put_n", "put_x"))
+        if kind == "put":
+            return kind, {"key": text}
+        try:
+            number = float(text)
+        except ValueError:
+            return "put", {"key": text}
+        if kind == "put_n" and math.isfinite(number) and number == int(number):
+            return kind, {"n": int(number)}
+        return ("put_x", {"x": number}) if math.isfinite(number) else ("put", {"key": text})
+
+    def records(name: str, args: Mapping[str, Any]) -> frozenset[Record]:
+        value = args["key"] if name == "put" else args["n"] if name == "put_n" else args["x"]
+        key = FOLDS[state["fold"]](value)
+        return frozenset() if key is None else frozenset({(state["fold"], key)})
+
+    return StoreModel("folds", _folds_toolset(), records, _equal, spell, cacheable=False)
+
+
 def _equal(a: Record, b: Record) -> bool:
     return a == b
 
@@ -573,6 +791,10 @@ STORES: Mapping[str, Callable[[], StoreModel]] = {
     "numeric": lambda: StoreModel(
         "numeric", _numeric_toolset(), _numeric_records, _equal, _numeric_spell
     ),
+    "js_number": lambda: StoreModel(
+        "js_number", _numeric_toolset(), _js_records, _equal, _js_spell
+    ),
+    "folds": _folds_model,
 }
 
 
@@ -682,7 +904,9 @@ def _run_store(name: str, cases: int, seed: int, keep: int) -> StoreTally:
         tool_ = store.toolset[call[0]]
         footprint, values = _footprint(tool_, call[1])
         records = None if values is None else store.records(call[0], values)
-        if len(memo) < 20_000 and len(key) < 200:  # (short calls recur; huge ones do not)
+        if (
+            store.cacheable and len(memo) < 20_000 and len(key) < 200
+        ):  # (short calls recur; huge ones do not)
             memo[key] = (footprint, records)
         return footprint, records
 

@@ -259,10 +259,19 @@ def test_a_list_argument_expands_to_one_target_per_element():
 
 
 def test_two_list_arguments_expand_to_their_product():
-    effect = Effect.declare(write_targets="{ns}:{key}")  # (':' after a field: a component)
+    effect = Effect.declare(write_targets="{ns}/{key}")
     assert effect.targets({"ns": ["x", "y"], "key": ["1", "2"]}) == frozenset(
         {"x/1", "x/2", "y/1", "y/2"}
     )
+
+
+def test_a_namespace_filled_by_an_argument_is_refused_with_what_to_declare():
+    # '{ns}:{key}' with ns="doc" is the store key 'doc:a' that 'doc:{key}' names: the
+    # namespace would be data, so the template is refused and the message says what to do.
+    with pytest.raises(ToolsetError, match="target function"):
+        Effect.declare(write_targets="{ns}:{key}")
+    by_function = Effect.declare(write_targets=lambda a: [f"{a['ns']}:{a['key']}"])
+    assert by_function.targets({"ns": "doc", "key": "a"}) == frozenset({"doc:a"})
 
 
 def test_an_empty_list_argument_writes_nothing():

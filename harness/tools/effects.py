@@ -72,6 +72,7 @@ from harness._bounded_json import MAX_DEPTH, nesting
 from harness.errors import ToolsetError
 from harness.tools.identity import (
     FOLD_STEPS,
+    MAX_KEYED_TEXT,
     Each,
     Fold,
     exact_key,
@@ -339,6 +340,15 @@ class _Template:
         literals.append(pending)
         colon = literals[0].find(":")
         namespace = literals[0][: colon + 1].lower() if colon >= 0 else ""
+        seps = [c for c in "".join(literals[1:]) if c in "/:"]
+        if fields and colon < 0 and seps[:1] == [":"]:
+            raise ToolsetError(
+                f"target template {template!r}: an argument comes before the first ':', so "
+                "the namespace is data and the harness cannot prove which namespace a call "
+                "touches. Put the namespace first as literal text ('doc:{key}'), or declare "
+                "a target function that returns whole targets "
+                "(lambda args: [f\"{args['ns']}:{args['key']}\"])."
+            )
         literals[0] = literals[0][colon + 1 :]
         made = cls(tuple(literals), tuple(fields), tuple(dict.fromkeys(fields)), namespace, glob)
         if len(fields) == 1 and not glob:
@@ -464,11 +474,15 @@ def _exact_components(out: Any) -> tuple[str, ...] | None:
     (:func:`harness.tools.identity.identity_text`: ``1 == 1.0 == True``, one instant in any
     offset). ``None`` when a part has no spelling the harness can vouch for."""
     if isinstance(out, str):
+        if len(out) > MAX_KEYED_TEXT:
+            return None
         parts: list[Any] = [p for p in _COMPONENT_SEPARATORS.split(out) if p not in ("", ".")]
     elif isinstance(out, list | tuple):
         parts = list(out)
     else:
         parts = [out]
+    if len(parts) > MAX_TARGET_DEPTH or _keyed_text(parts) > MAX_KEYED_TEXT:
+        return None  # (a key too big to vouch for in bounded work)
     keys: list[str] = []
     for part in parts:
         text = part if isinstance(part, str) else identity_text(part)
@@ -477,6 +491,16 @@ def _exact_components(out: Any) -> tuple[str, ...] | None:
             return None
         keys.append(key)
     return tuple(keys)
+
+
+def _keyed_text(value: Any) -> int:
+    """How many characters of text a value gives a fold or a store key to read (strings at
+    the top level or in a list; other values are bounded by :func:`value_text`)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        return sum(len(v) for v in value if isinstance(v, str))
+    return 0
 
 
 class _Identities:
@@ -516,6 +540,10 @@ class _Identities:
         otherwise the store keys the whole value)."""
         keyed = self.identity.get(name)
         many = isinstance(value, list | tuple | set | frozenset)
+        if many and len(value) > MAX_TARGETS:
+            raise _Unknown(f"over {MAX_TARGETS} targets (a list argument)")
+        if _keyed_text(value) > MAX_KEYED_TEXT:
+            return [_UNKNOWN_VALUE]  # (too long to fold or key: bounded work per call)
         if keyed is not None:
             if many and isinstance(keyed, Each):
                 return list(dict.fromkeys(self._keyed(keyed.fn, v) for v in value))

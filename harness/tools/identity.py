@@ -420,61 +420,94 @@ class _Text(str):
 
 #: The characters of a plain name: ASCII letters, digits, ``.``, ``_`` and ``-``.
 _PLAIN = re.compile(r"[A-Za-z0-9._-]+\Z")
-#: A number as ``int()``, ``float()`` or ``Decimal()`` would read it.
-_NUMBER = re.compile(r"[+-]?(?:\d[\d_]*)?(?:\.\d[\d_]*)?(?:[eE][+-]?\d+)?\Z")
+#: An integer in digits only (no sign, no ``_``, no point, no base prefix): the *number* form.
+_INTEGER = re.compile(r"[0-9]+\Z")
+#: Text some number reader reads (``int()``, ``int(text, 0)``, ``float()``, ``Decimal()``,
+#: JavaScript's ``Number()``), case-insensitively; a superset (it needs a digit or a word).
+_READABLE = re.compile(
+    r"[+-]?(?:[0-9_]*\.?[0-9_]*(?:e[+-]?[0-9_]*)?|0[xob][0-9a-f_]*|s?nan|inf(?:inity)?)\Z",
+    re.IGNORECASE,
+)
+_WORDS = frozenset({"nan", "snan", "inf", "infinity"})
 #: Runs of the characters stores unify or drop (``a-b``, ``a_b``, ``a.b``, ``a__b``).
-_RUNS = re.compile(r"[._+-]+")
+_RUNS = re.compile(r"[._-]+")
 #: Leading zeros of a run of digits (``007`` is ``7``; ``0.5`` keeps its zero).
 _ZEROS = re.compile(r"(?<![0-9])0+(?=[0-9])")
 #: The longest plain name (characters); a longer one is unknown (a store may truncate it).
 MAX_NAME = 128
+#: The longest text a fold or a store key is computed from (characters); a longer value is
+#: unknown before any fold runs, so one call never costs more than bounded work.
+MAX_KEYED_TEXT = 8192
 
 
 def proof_key(text: str) -> str | None:
     """The proof key of one name component, or ``None`` when its distinctness cannot be
     proven.
 
-    A component is provable when it is a plain ASCII name (letters, digits, ``.``, ``_``,
-    ``-``, at most :data:`MAX_NAME` characters) or a number. Its key merges every spelling
-    a store may treat as one: letter case, the separators ``.``/``_``/``-`` (runs of them are
-    one ``.``; leading and trailing ones dropped), leading zeros of a run of digits, and a
-    number's spellings (``7``, ``07``, ``+7``, ``7.0``, ``7e0``, ``7_0`` reads as 70). Two
-    components with different keys are different under case folding, Unicode normalisation
-    (of ASCII, a no-op), whitespace and padding rules, separator unification (PEP 503 style),
-    numeric parsing and path rules; merging more than a store does only costs parallelism.
-    Anything else — a character outside the alphabet (spaces, ``/``, ``:``, ``\\``,
-    non-ASCII letters, confusables), an empty or over-long name, a number beyond 64 decimal
-    orders or 128 digits — is ``None``."""
+    Two forms are provable, and their keys are built so that no fold a store applies can
+    make two components with different keys one record:
+
+    - **a number**: digits only, with no leading zero (``7``, ``0``). Its key is its value
+      *as a double* (2**53 + 1 is 2**53, as a JavaScript server or a ``float``-keyed store
+      reads it).
+    - **a name**: letters, digits, ``.``, ``_``, ``-`` (at most :data:`MAX_NAME`
+      characters) that no number reader reads, before or after the name folds. Its key is
+      its **name normal form**: lower case, every run of ``.``/``_``/``-`` one ``.``,
+      leading and trailing ones dropped, leading zeros of each run of digits dropped — the
+      composite of every case, separator (PEP 503 style, slugs) and leading-zero (PEP 440
+      release segments, natural keys) fold, in any order.
+
+    Every other text is ``None``: a character outside the alphabet (spaces, ``/``, ``:``,
+    ``\\``, non-ASCII letters, confusables), an empty or over-long name, and every text a
+    number reader reads other than the number form (``007``, ``+7``, ``-7``, ``7.0``, ``1e3``,
+    ``7_0``, ``.5``, ``0x10``, ``inf``, ``nan``): a signed, fractional, grouped or based
+    spelling is one number to a numeric store and another text to a name store (``0xE00``
+    is 3584 to ``int(text, 0)`` and ``0xE0`` to a store dropping leading zeros; ``011`` is
+    9 to YAML 1.1), and no single key serves both. Why the two forms cannot meet: a number reader reads no name (and no name's normal
+    form), and a name's normal form is never digits only, so a name fold never makes a name
+    a number's spelling."""
     if not text or len(text) > MAX_NAME:
         return None
-    if _NUMBER.match(text) and any(c.isdigit() for c in text):
-        number = _number_name(text)
-        if number is None:
-            return None
-        text = number
-    elif not _PLAIN.match(text):
+    if _INTEGER.match(text):
+        if len(text) > 1 and text[0] == "0":
+            return None  # (``011`` is 11 to ``int()`` and 9 to YAML 1.1 and ``strtol``)
+        return _integer_key(int(text))
+    if not _PLAIN.match(text) or _reads_as_number(text):
         return None
     key = _ZEROS.sub("", _RUNS.sub(".", text.lower()).strip("."))
-    return _WORDS.get(key, key) or None
+    if not key or key.isdigit() or _reads_as_number(key):
+        return None  # (``_7`` is ``7`` to a store that drops edge separators)
+    return key
 
 
-#: Words ``float()`` reads as one number.
-_WORDS = {"infinity": "inf"}
+def _reads_as_number(text: str) -> bool:
+    """Whether some number reader may read ``text`` (over-approximated)."""
+    return bool(_READABLE.match(text)) and (
+        any(c.isdigit() for c in text) or text.lower().lstrip("+-") in _WORDS
+    )
 
 
-def _number_name(text: str) -> str | None:
-    try:
-        value = Decimal(text)
-    except ArithmeticError:
+def _integer_key(value: int) -> str | None:
+    """A non-negative integer's key: its value as a double, written in digits (``None`` past
+    :data:`_MAX_EXPONENT` decimal orders)."""
+    if value.bit_length() > _MAX_INTEGER_BITS:
         return None
-    if not value.is_finite() or abs(value.adjusted()) > _MAX_EXPONENT:
+    return str(int(float(value)))
+
+
+def _integer_text(value: int) -> str | None:
+    """How a store spells an integer argument, even inside a composite (``f"{a}-{b}"``): its
+    digits, or past 2**53 the digits of the double a JavaScript server turns it into (one
+    text for every integer that rounds to one double; ``None`` past 64 decimal orders)."""
+    if abs(value) <= 2**53:
+        return str(value)
+    if value.bit_length() > _MAX_INTEGER_BITS:
         return None
-    if len(value.as_tuple().digits) > _MAX_DIGITS:
-        return None
-    value = value.normalize()
-    if value == 0:
-        return "0"
-    return format(value, "f")
+    return str(int(float(value)))
+
+
+#: 10**64 < 2**213: integers within 64 decimal orders, as every other bound here.
+_MAX_INTEGER_BITS = 213
 
 
 def exact_key(text: str) -> str | None:
@@ -508,13 +541,16 @@ def value_text(value: Any) -> str | None:
     if isinstance(value, enum.Enum):
         return value_text(value.value)
     if isinstance(value, int):
-        return str(value) if value.bit_length() <= 420 else None
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else None
-    if isinstance(value, Decimal):
-        return _number_name(str(value)) if value.is_finite() else None
-    if isinstance(value, fractions.Fraction):
-        return value_text(value.numerator) if value.denominator == 1 else None
+        return _integer_text(value)
+    if isinstance(value, float | Decimal | fractions.Fraction):
+        # An integral value is its digits (``7.0`` is the record ``7`` is); any other is
+        # read by a number store and a name store differently: outside the set.
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, Decimal) and not value.is_finite():
+            return None
+        integral = value == int(value) and abs(value) < 10**_MAX_EXPONENT
+        return _integer_text(int(value)) if integral else None
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, datetime.datetime | datetime.time | datetime.timedelta):
@@ -555,6 +591,8 @@ class UnderRoot:
 
     def __call__(self, path: Any) -> str:
         text = path.as_posix() if isinstance(path, PurePath) else str(path)
+        if len(text) > MAX_KEYED_TEXT:
+            raise ValueError("a path too long to key")  # (unknown: bounded work per call)
         return posixpath.normpath(posixpath.join(self.root, text))
 
 
@@ -574,8 +612,10 @@ class InRoot:
     which is how the certification kit names an MCP server's files
     (:mod:`harness.certkit.mcp_server`).
 
-    Names are keyed as a forgiving file system may key them, NFKC-casefolded (the ``case``
-    fold): a server that maps two Unicode forms of a name onto one file (the reference MCP
+    The path is joined and resolved on the text as sent; a path starting with ``~`` (which
+    the reference server expands to the home directory) is outside. Each name of the result
+    is then keyed as a forgiving file system may key it, NFKC-casefolded (the ``case``
+    fold; a name that folds to a separator, ``.`` or ``..`` is outside): a server that maps two Unicode forms of a name onto one file (the reference MCP
     filesystem server matches entries in NFC) or ignores case is covered; on one that does
     not, two such names only run one after the other (sound, a little less parallel)."""
 
@@ -583,14 +623,25 @@ class InRoot:
 
     def __call__(self, path: Any) -> Any:
         text = path.as_posix() if isinstance(path, PurePath) else str(path)
-        text = _closed(_case, text)
+        if len(text) > MAX_KEYED_TEXT:
+            raise ValueError("a path too long to key")  # (unknown: bounded work per call)
+        if text == "~" or text.startswith("~/"):
+            return _OUTSIDE  # (the reference server expands '~' to the home directory)
+        # The path resolves as the server resolves it, on the text as sent; only then is
+        # each name folded (a full-width '／' folds to '/': a name, never a separator).
         joined = posixpath.normpath(posixpath.join(self.root, text))
         if joined == self.root:
             return "."
         prefix = self.root.rstrip("/") + "/"
         if not joined.startswith(prefix):
             return _OUTSIDE
-        return joined[len(prefix) :]
+        names = []
+        for name in joined[len(prefix) :].split("/"):
+            folded = _closed(_case, name)
+            if folded in ("", ".", "..") or "/" in folded:
+                return _OUTSIDE
+            names.append(folded)
+        return "/".join(names)
 
 
 class _Outside:
@@ -607,4 +658,4 @@ _OUTSIDE = _Outside()
 def in_root(root: str) -> InRoot:
     """The store key of a file system confined to ``root``, relative to it (see
     :class:`InRoot`)."""
-    return InRoot(posixpath.normpath(_closed(_case, root)))
+    return InRoot(posixpath.normpath(root))
