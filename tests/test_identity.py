@@ -379,3 +379,17 @@ def test_no_argument_makes_a_footprint_raise(
     for side in (footprint.writes, footprint.reads):
         assert side is None or all(0 < len(t) <= 512 for t in side)
     identity_text(value)  # never raises, whatever the value
+
+
+def test_in_root_resolves_the_path_as_sent_before_it_folds_each_name() -> None:
+    # The reference filesystem server resolves the text it is sent; a full-width solidus is
+    # a character of a name there, never a separator, and '~' is the home directory.
+    from harness.tools.identity import in_root
+
+    key = in_root("/srv")
+    assert key("a.txt") == key("/srv/a.txt") == key("./A.TXT") == "a.txt"
+    assert key("x/../../srv/a.txt") == "a.txt"
+    outside = key("~/a.txt")
+    for path in ("~", "../x", "／srv／a.txt", "./／tmp/x", "a／..／b"):
+        assert key(path) is outside, path
+    assert key("/srv") == "."
