@@ -146,6 +146,21 @@ def readonly_that_writes() -> CertifiableToolset:
     return _certifiable(make)
 
 
+def writer_that_always_fails() -> CertifiableToolset:
+    """A writer that errors on every state the kit makes (it needs what the seed lacks):
+    its claims are unverified, never passed."""
+
+    def make(state: Desk) -> Toolset:
+        @tool(idempotent=True, write_targets="doc:{key}/status", read_targets=())
+        async def set_status(key: str, status: str) -> dict[str, Any]:
+            """Set a document's status (it needs an archive the kit's states lack)."""
+            raise RuntimeError("ENOENT: no archive to write to")
+
+        return _toolset(state, set_status=set_status)
+
+    return _certifiable(make)
+
+
 def idempotent_that_appends() -> CertifiableToolset:
     def make(state: Desk) -> Toolset:
         @tool(

@@ -103,6 +103,17 @@ def test_a_toolset_whose_read_only_tool_writes_gets_that_declaration_refused(
     assert effects["set_status"].idempotent
 
 
+def test_a_tool_that_never_succeeds_is_declared_but_marked_unverified(tmp_path: Path) -> None:
+    out = tmp_path / "desk.toml"
+    done = _harness("init", "--toolset", "tests.broken_toolsets:writer_that_always_fails",
+                    "--examples", "5", "-o", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "1 declared but unverified (set_status" in done.stderr
+    text = out.read_text()
+    assert "# UNVERIFIED by the kit:" in text
+    assert "never succeeded" in text
+
+
 def test_harness_certify_checks_an_effects_file_in_place_of_the_toolsets_own(
     tmp_path: Path,
 ) -> None:

@@ -276,7 +276,12 @@ def _toolset_source(args: argparse.Namespace) -> _Source:
 def _draft_effects(args: argparse.Namespace, manifest_text: str | None) -> None:
     import tempfile
 
-    from harness.certkit.draft_effects import certify_draft, draft_effects, render_effects
+    from harness.certkit.draft_effects import (
+        certify_draft,
+        draft_effects,
+        render_effects,
+        unverified_claims,
+    )
     from harness.skills.manifest import load_manifest
 
     if args.examples < 1:
@@ -318,10 +323,17 @@ def _draft_effects(args: argparse.Namespace, manifest_text: str | None) -> None:
     text = render_effects(draft, source=source.label)
     declared = sum(t.declared for t in draft.tools)
     refused = sum(bool(t.refused) for t in draft.tools)
+    unverified = sorted(unverified_claims(draft))
     _write(text, args.output)
     print(
-        f"{declared} tools declared and certified, {refused} refused, "
-        f"{len(draft.tools) - declared - refused} left undeclared"
+        f"{declared - len(unverified)} tools declared and certified, "
+        + (
+            f"{len(unverified)} declared but unverified ({', '.join(unverified)}: "
+            "see the UNVERIFIED comments), "
+            if unverified
+            else ""
+        )
+        + f"{refused} refused, {len(draft.tools) - declared - refused} left undeclared"
         + (f"; written to {output}" if output else ""),
         file=sys.stderr,
     )

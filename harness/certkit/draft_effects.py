@@ -310,10 +310,26 @@ def render_effects(draft: Draft, *, source: str) -> str:
                 out.extend("#   " + line for line in _wrap(text))
             out.extend("# " + line for line in _table(tool.name, tool.fields))
         elif tool.fields:
+            for why in unverified_claims(draft).get(tool.name, []):
+                out.extend("# UNVERIFIED by the kit: " + line for line in _wrap(why)[:1])
+                out.extend("#   " + line for line in _wrap(why)[1:])
             out.extend(_table(tool.name, tool.fields))
         else:
             out.append(f"# [tools.{tool.name}] left undeclared")
     return "\n".join(out) + "\n"
+
+
+def unverified_claims(draft: Draft) -> dict[str, list[str]]:
+    """The declared tools whose claims the kit could not verify (the tool never succeeded on
+    the kit's states, or its text is nondeterministic), each with the claims and why."""
+    out: dict[str, list[str]] = {}
+    if draft.report is None:
+        return out
+    declared = {t.name for t in draft.tools if t.declared and not t.refused}
+    for claim in draft.report.unverified:
+        if claim.tool in declared:
+            out.setdefault(claim.tool, []).append(f"{claim.claim}: {claim.reason}")
+    return out
 
 
 def _table(name: str, fields: Mapping[str, Any]) -> list[str]:
