@@ -43,8 +43,21 @@ def test_a_read_of_a_document_conflicts_with_a_write_of_one_of_its_fields() -> N
 
 
 def test_ancestors_are_the_prefixes_before_and_after_each_separator() -> None:
-    assert list(ancestors("doc:a/status")) == ["doc", "doc:", "doc:a", "doc:a/"]
+    # (written with '/' for every separator: the form targets are compared in)
+    assert list(ancestors("doc:a/status")) == ["doc", "doc/", "doc/a", "doc/a/"]
     assert list(ancestors("plain")) == []
+
+
+def test_the_three_separators_are_one() -> None:
+    # A store may nest by any of them: 'cfg:db.port' and 'cfg:db/port' are one record.
+    assert overlaps("cfg:db.port", "cfg:db/port")
+    assert not overlaps("cfg:db.port", "cfg:db/part")
+    index = ConflictIndex()
+    index.add("slash", fp({"cfg:db/port"}, set()))
+    found = index.find(fp({"cfg:db.port"}, set()))
+    assert found is not None
+    assert found.code == "D1_write_conflict"
+    assert found.detail == "cfg:db.port ~ cfg:db/port"  # (as the declarations wrote them)
 
 
 # --- unknown sides (item 2) -----------------------------------------------------------------------

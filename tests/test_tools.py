@@ -249,8 +249,8 @@ def test_a_write_target_template_formats_the_arguments():
 
 
 def test_a_template_with_two_fields_uses_both_arguments():
-    effect = Effect.declare(write_targets="{ns}/doc:{key}")
-    assert effect.targets({"ns": "n", "key": "k"}) == frozenset({"n/doc/k"})
+    effect = Effect.declare(write_targets="doc:{ns}/{key}")
+    assert effect.targets({"ns": "n", "key": "k"}) == frozenset({"doc:n/k"})
 
 
 def test_a_list_argument_expands_to_one_target_per_element():
@@ -270,6 +270,8 @@ def test_a_namespace_filled_by_an_argument_is_refused_with_what_to_declare():
     # namespace would be data, so the template is refused and the message says what to do.
     with pytest.raises(ToolsetError, match="target function"):
         Effect.declare(write_targets="{ns}:{key}")
+    with pytest.raises(ToolsetError, match="target function"):  # 'web/cfg:k' either way
+        Effect.declare(write_targets="{app}/cfg:{key}")
     by_function = Effect.declare(write_targets=lambda a: [f"{a['ns']}:{a['key']}"])
     assert by_function.targets({"ns": "doc", "key": "a"}) == frozenset({"doc:a"})
 

@@ -2,10 +2,12 @@
 
 **Overlap.** Targets are hierarchical names. Two targets overlap when they are equal or one
 is an *ancestor* of the other: a prefix that ends just before or just after a separator
-(:data:`SEPARATORS`: ``/``, ``:`` and ``.``). So ``doc:a`` overlaps ``doc:a/status`` and
-``doc:a.txt`` (and ``doc`` and ``doc:`` overlap all three), while ``doc:a`` and ``doc:ab`` do
-not. Any other character is part of a name. A side that is unknown (``None``) overlaps
-every non-empty side.
+(:data:`SEPARATORS`: ``/``, ``:`` and ``.``). The three separators are one: a store may nest
+by any of them (a config store reads ``db.port`` as ``db/port``), so ``cfg:db.port`` and
+``cfg:db/port`` are one target. So ``doc:a`` overlaps ``doc:a/status`` and ``doc:a.txt``
+(and ``doc`` and ``doc:`` overlap all three), while ``doc:a`` and ``doc:ab`` do not. Any
+other character is part of a name. A side that is unknown (``None``) overlaps every
+non-empty side.
 
 **Conflict (D1, one pair).** Calls ``a`` and ``b`` commute unless a write of one overlaps a
 write or a read of the other::
@@ -56,13 +58,22 @@ ConflictCode = Literal[
 
 
 _SEPARATOR = re.compile("[/:.]")
+#: Every separator written as '/': the form targets are compared in.
+_ONE_SEPARATOR = str.maketrans(":.", "//")
+
+
+def _canon(target: str) -> str:
+    """``target`` with every separator written ``/`` (``doc:a.b`` -> ``doc/a/b``)."""
+    return target.translate(_ONE_SEPARATOR)
 
 
 def ancestors(target: str) -> tuple[str, ...]:
-    """Every strict ancestor of ``target``: its prefixes ending just before or just after a
-    separator (``"doc:a/s"`` -> ``"doc"``, ``"doc:"``, ``"doc:a"``, ``"doc:a/"``). Targets
+    """Every strict ancestor of ``target``, written with ``/`` for every separator: its
+    prefixes ending just before or just after a separator (``"doc:a/s"`` -> ``"doc"``,
+    ``"doc/"``, ``"doc/a"``, ``"doc/a/"``). Targets
     are bounded (:func:`harness.tools.effects.bound_target`: at most 512 characters and 64
     separators), so this costs at most 128 prefixes; short targets are cached."""
+    target = _canon(target)
     if len(target) <= _CACHED_LENGTH:
         return _cached_ancestors(target)
     return _ancestors(target)
@@ -95,16 +106,19 @@ def overlaps(a: str, b: str) -> bool:
     ancestor of the other)."""
     if a == b:
         return True
+    a, b = _canon(a), _canon(b)
+    if a == b:
+        return True
     short, long = (a, b) if len(a) < len(b) else (b, a)
     if not long.startswith(short) or not short:
         return False
-    return short[-1] in SEPARATORS or long[len(short)] in SEPARATORS
+    return short[-1] == "/" or long[len(short)] == "/"
 
 
 def contains(outer: str, inner: str) -> bool:
     """Whether resource ``outer`` includes ``inner``: equal, or an ancestor of it
     (``doc:a`` contains ``doc:a/status``)."""
-    return outer == inner or outer in ancestors(inner)
+    return outer == inner or _canon(outer) in (_canon(inner), *ancestors(inner))
 
 
 def _sides_overlap(x: frozenset[str] | None, y: frozenset[str] | None) -> bool:
@@ -154,8 +168,9 @@ class _Side:
     __slots__ = ("below", "exact", "members", "unknown")
 
     def __init__(self) -> None:  # (a plain class: a window builds two per index)
-        self.exact: dict[str, Hashable] = {}
-        self.below: dict[str, Hashable] = {}  # ancestor -> a member under it
+        # canonical target (every separator '/') -> (a member, its target as written)
+        self.exact: dict[str, tuple[Hashable, str]] = {}
+        self.below: dict[str, tuple[Hashable, str]] = {}  # ancestor -> a member under it
         self.unknown: list[Hashable] = []
         self.members: list[Hashable] = []  # every member with a non-empty side
 
@@ -168,22 +183,23 @@ class _Side:
             self.members.append(key)
         exact, below = self.exact, self.below
         for t in targets:
-            exact.setdefault(t, key)
+            exact.setdefault(_canon(t), (key, t))
             for a in ancestors(t):
-                below.setdefault(a, key)
+                below.setdefault(a, (key, t))
 
     def hit(self, target: str, above: tuple[str, ...]) -> tuple[Hashable, str] | None:
         """A member whose side overlaps ``target`` (whose ancestors are ``above``), and its
         target (``?`` when that member's side is unknown)."""
         if self.unknown:
             return self.unknown[0], "?"
-        if target in self.exact:
-            return self.exact[target], target
-        if target in self.below:
-            return self.below[target], f"{target}/…"
+        canon = _canon(target)
+        if canon in self.exact:
+            return self.exact[canon]
+        if canon in self.below:
+            return self.below[canon]
         for a in above:
             if a in self.exact:
-                return self.exact[a], a
+                return self.exact[a]
         return None
 
 

@@ -264,6 +264,15 @@ _COMPONENT_SEPARATORS = re.compile("[/:]")
 
 #: The longest body text a target is built from (characters); a longer one is unknown.
 _MAX_BODY = 4 * MAX_TARGET_LENGTH
+#: The most text one template's targets may take to build, over every target of a product
+#: of list arguments (characters); more is unknown, so one call costs bounded work.
+_MAX_EXPANSION = 1 << 15
+
+
+def _text_size(value: _Value) -> int:
+    if value.exact is not None:
+        return sum(len(c) + 1 for c in value.exact)
+    return len(value.text or "")
 
 
 class _Cut(Exception):
@@ -278,6 +287,9 @@ class _Value:
 
     text: str | None = None
     exact: tuple[str, ...] | None = None
+    #: The text is how a *number store* reads the value (an integral float's digits), not how
+    #: every store spells it inside a longer name: provable only alone in its component.
+    alone_only: bool = False
 
 
 _UNKNOWN_VALUE = _Value()
@@ -339,13 +351,22 @@ class _Template:
                 pending = ""
         literals.append(pending)
         colon = literals[0].find(":")
-        namespace = literals[0][: colon + 1].lower() if colon >= 0 else ""
-        seps = [c for c in "".join(literals[1:]) if c in "/:"]
-        if fields and colon < 0 and seps[:1] == [":"]:
+        namespace = ""
+        if colon >= 0:
+            key = namespace_key(literals[0][:colon])
+            if key is None:
+                raise ToolsetError(
+                    f"target template {template!r}: the namespace "
+                    f"{literals[0][:colon]!r} is not a plain name. Write it in ASCII "
+                    "letters, digits, '.', '_' and '-' (parts may be joined by '/')."
+                )
+            namespace = key
+        if fields and colon < 0 and any(":" in literal for literal in literals[1:]):
             raise ToolsetError(
                 f"target template {template!r}: an argument comes before the first ':', so "
-                "the namespace is data and the harness cannot prove which namespace a call "
-                "touches. Put the namespace first as literal text ('doc:{key}'), or declare "
+                "the namespace is data ('{app}/cfg:{key}' with app='web' is the key "
+                "'web/cfg:k' that 'web/cfg:{key}' names) and the harness cannot prove which "
+                "namespace a call touches. Put the namespace first as literal text ('doc:{key}'), or declare "
                 "a target function that returns whole targets "
                 "(lambda args: [f\"{args['ns']}:{args['key']}\"])."
             )
@@ -402,6 +423,11 @@ class _Template:
             if size > MAX_TARGETS:
                 raise _Unknown(f"over {MAX_TARGETS} targets (a product of list arguments)")
             choices.append(values)
+        sizes = (max(map(_text_size, v), default=0) for v in choices)
+        longest = dict(zip(self.unique, sizes, strict=True))
+        work = size * (sum(map(len, self.literals)) + sum(longest[f] for f in self.fields))
+        if work > _MAX_EXPANSION:
+            raise _Unknown(f"over {_MAX_EXPANSION} characters of targets to build")
         return [
             self._fill(dict(zip(self.unique, combo, strict=True)))
             for combo in itertools.product(*choices)
@@ -433,6 +459,10 @@ class _Template:
                     current.clear()
                     continue
                 text = value.text
+                if value.alone_only and (
+                    "".join(current) or (literals[i + 1] and literals[i + 1][0] not in "/:")
+                ):
+                    raise _Cut  # (7.0 is '7.0-x' to an f-string and '7-x' to JavaScript)
                 if text is None or text.startswith("/") or ":" in text:
                     # unknown; absolute (a join restarts the path there); or a ':' that a
                     # store may parse (a time, a URL, a drive) rather than name
@@ -559,7 +589,7 @@ class _Identities:
                 value = fold(value)
             except Exception:  # a custom fold that cannot read it: unknown
                 return _UNKNOWN_VALUE
-        return _Value(value_text(value))
+        return _Value(value_text(value), alone_only=isinstance(value, float | Decimal))
 
     @staticmethod
     def _keyed(fn: Callable[[Any], Any], value: Any) -> _Value:
@@ -570,13 +600,32 @@ class _Identities:
         return _Value(exact=_exact_components(out))
 
 
+def namespace_key(text: str) -> str | None:
+    """The namespace a target's text before its first ``:`` names: its name normal form
+    (each part between ``/`` a proof key, :func:`harness.tools.identity.proof_key`) and the
+    ``:``, so the collection ``todo_items`` and its member ``todo-items:17`` meet
+    (``todo.items`` and ``todo.items:17``). ``None`` when a part cannot be proven (the
+    namespace may be any); ``":"`` for an empty one."""
+    if not text:
+        return ":"
+    keys = [proof_key(part) for part in text.split("/")]
+    if any(k is None for k in keys):
+        return None
+    return "/".join(k for k in keys if k) + ":"
+
+
 def literal_target(text: str) -> str:
     """A target named by text (what a target function returns), structured like a template
-    with no field: ``"doc:a/b"`` is the namespace ``doc:`` and the components ``a``, ``b``."""
+    with no field: ``"doc:a/b"`` is the namespace ``doc:`` and the components ``a``, ``b``.
+    A namespace that cannot be proven (``"my ns:a"``) is every resource (``""``)."""
     colon = text.find(":")
-    template = _Template(
-        (text[colon + 1 :],), (), (), text[: colon + 1].lower() if colon >= 0 else "", False
-    )
+    namespace = ""
+    if colon >= 0:
+        key = namespace_key(text[:colon])
+        if key is None:
+            return ""
+        namespace = key
+    template = _Template((text[colon + 1 :],), (), (), namespace, False)
     return template._fill({})
 
 
@@ -891,10 +940,12 @@ def _from_function(
     produced = fn(arguments)
     if isinstance(produced, str | bytes) or not isinstance(produced, Iterable):
         raise TypeError(f"the target function returned {type(produced).__name__}, not a list")
-    out = {literal_target(canonical_text(t)) for t in itertools.islice(produced, MAX_TARGETS + 1)}
-    if len(out) > MAX_TARGETS:
+    names = [canonical_text(t) for t in itertools.islice(produced, MAX_TARGETS + 1)]
+    if len(names) > MAX_TARGETS:
         raise _Unknown(f"over {MAX_TARGETS} targets")
-    return out
+    if sum(map(len, names)) > _MAX_EXPANSION:
+        raise _Unknown(f"over {_MAX_EXPANSION} characters of targets to build")
+    return {literal_target(name) for name in names}
 
 
 def _camel(key: str) -> str:

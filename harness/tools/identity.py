@@ -529,17 +529,26 @@ def value_text(value: Any) -> str | None:
     not in the closed set of forms whose distinctness the harness can prove.
 
     In the set: strings (as they are), integers (up to 128 digits), finite floats and
-    decimals (within 64 decimal orders), fractions that are integers, enums (their value),
+    decimals (within 64 decimal orders), fractions that are integers, ``StrEnum`` and
+    ``IntEnum`` members (their value; another enum is outside: ``str()`` spells it
+    ``Color.RED``),
     UUIDs (lower-case hyphenated), dates (ISO 8601) and paths (POSIX text). Out of it:
     ``bool`` and ``None`` (stores key them as numbers, words or not at all), datetimes,
     times and durations (a store keys a moment in its own zone or granularity: declare
     ``identity=``), collections and models, anything else."""
-    if isinstance(value, str):
+    if isinstance(value, enum.Enum):
+        # A StrEnum or IntEnum is its value wherever a store spells it; another Enum (a
+        # (str, Enum) mixin too) is "Color.RED" to str() and f-strings and its value to a
+        # store that reads .value.
+        if isinstance(value, enum.StrEnum | enum.IntEnum):
+            return value_text(value.value)
+        return None
+    if type(value) is str:
         return value
+    if isinstance(value, str):  # a subclass may spell itself otherwise in an f-string
+        return value if str(value) == str.__str__(value) else None
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, enum.Enum):
-        return value_text(value.value)
     if isinstance(value, int):
         return _integer_text(value)
     if isinstance(value, float | Decimal | fractions.Fraction):
@@ -597,7 +606,14 @@ class UnderRoot:
 
 
 def under_root(root: str) -> UnderRoot:
-    """The store key of a file system rooted at ``root`` (see :class:`UnderRoot`)."""
+    """The store key of a file system rooted at ``root`` (see :class:`UnderRoot`); the root
+    must be absolute (a relative one means a different directory to every process)."""
+    if not posixpath.isabs(root):
+        raise ValueError(
+            f"under_root({root!r}): the root must be an absolute path (a relative root "
+            "depends on the store's working directory); write the directory the store joins "
+            "paths under, e.g. under_root('/srv/data')."
+        )
     return UnderRoot(posixpath.normpath(root))
 
 

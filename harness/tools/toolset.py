@@ -46,6 +46,7 @@ from harness.tools.effects import (
     Fold,
     Footprint,
     TargetSpec,
+    namespace_key,
     template_fields,
 )
 from harness.tools.identity import Each, InRoot, UnderRoot
@@ -540,7 +541,8 @@ class Toolset(Mapping[str, Tool]):
         such a namespace must fold its text the same way too."""
         seen: dict[str, tuple[Fold | None, Any, str]] = {}
         for t in self._tools.values():
-            for slot, argument, fold in t.effect.name_slots():
+            for raw_slot, argument, fold in t.effect.name_slots():
+                slot = _lower_namespace(raw_slot)
                 keyed = t.effect.identity_for(argument)
                 if isinstance(keyed, Each):  # a list's elements are keyed by the same function
                     keyed = keyed.fn
@@ -561,6 +563,7 @@ class Toolset(Mapping[str, Tool]):
                         "the same identity=... on both.",
                         tool=t.name,
                     )
+        self._check_keyed_namespaces(seen)
         namespaces = [(slot, f, owner) for slot, (f, _, owner) in seen.items() if "{" not in slot]
         for t in self._tools.values():
             for literal, fold in t.effect.literal_targets():
@@ -573,6 +576,35 @@ class Toolset(Mapping[str, Tool]):
                             f"declare canonical={str(slot_fold or '')!r} on {t.name!r} too.",
                             tool=t.name,
                         )
+
+    def _check_keyed_namespaces(self, seen: Mapping[str, tuple[Fold | None, Any, str]]) -> None:
+        """A namespace whose records a tool keys with ``identity=`` (``file:{path}`` under
+        ``under_root``) is named by that key only: another template naming the same
+        namespace another way (``file:docs/{name}``, a literal ``file:readme``) names its
+        records in another spelling, which the proof cannot compare."""
+        keyed: dict[str, tuple[str, str]] = {}
+        for slot, (_, key, owner) in seen.items():
+            space = _namespace_of(slot)
+            if key is not None and space:
+                keyed.setdefault(space, (slot, owner))
+        others = [(slot, owner) for slot, (_, _, owner) in seen.items()]
+        others += [
+            (re.split(r"[*?\[]", _lower_namespace(literal))[0], t.name)  # (a glob: from there on)
+            for t in self._tools.values()
+            for literal, _ in t.effect.literal_targets()
+        ]
+        for slot, owner in others:
+            first = keyed.get(_namespace_of(slot))
+            # (a field below a keyed one, 'file:{dir}/{name}', names records under its key)
+            if first is not None and slot != first[0] and not slot.startswith(first[0] + "{}"):
+                raise ToolsetError(
+                    f"Tool {owner!r} names the namespace '{_namespace_of(slot)}' as "
+                    f"'{slot}…', but {first[1]!r} keys its records with identity= at "
+                    f"'{first[0]}{{…}}': one store's records must be named one way. Declare "
+                    f"{owner!r}'s target as '{first[0]}{{argument}}' with the same identity=, "
+                    "or as a target function returning the store's own keys.",
+                    tool=owner,
+                )
 
     def __getitem__(self, key: str) -> Tool:
         return self._tools[key]
@@ -658,3 +690,21 @@ class Toolset(Mapping[str, Tool]):
         if unknown:
             raise ToolsetError(f"Handlers for tools that have no spec: {sorted(unknown)}.")
         return cls(tools, name=name)
+
+
+def _namespace_of(slot: str) -> str:
+    """The namespace a template's text names (``doc:`` of ``doc:{}/``), as targets write it
+    (:func:`~harness.tools.effects.namespace_key`); ``""`` when it has none (a field comes
+    first)."""
+    colon = slot.find(":")
+    brace = slot.find("{")
+    if colon < 0 or (0 <= brace < colon):
+        return ""
+    return namespace_key(slot[:colon]) or ""
+
+
+def _lower_namespace(slot: str) -> str:
+    """``slot`` with its namespace written as targets write it (``FILE:`` and ``file:`` are
+    ``file:``, ``Todo_Items:`` is ``todo.items:``)."""
+    space = _namespace_of(slot)
+    return space + slot[slot.find(":") + 1 :] if space else slot
