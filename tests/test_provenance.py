@@ -95,3 +95,35 @@ def test_model_and_args_sources_are_free() -> None:
 
 def test_an_argument_the_manifest_does_not_mention_is_free() -> None:
     assert check({"key": "anything"}, {}) == []
+
+
+# --- round 4 of fresh cases (issue 40) ---------------------------------------------------
+
+
+def test_the_marker_inside_a_mapping_key_is_caught() -> None:
+    found = quotes_withheld({"meta": {"[withheld]": 1}}, "[withheld]")
+    assert [v.code for v in found] == ["D2_quotes_marker"]
+    found = quotes_withheld({"meta": {"alpha-content": 1}}, "[withheld]", ["alpha-content"])
+    assert [v.code for v in found] == ["D2_quotes_marker"]  # a withheld result's text
+
+
+def test_an_input_the_task_lacks_proves_nothing() -> None:
+    sources = {"key": ArgSource("input", "keys")}
+    lacking = check_provenance("t", {"key": "b"}, sources, {}, None, marker="[withheld]")
+    assert [v.kind for v in lacking] == ["not_an_input"]
+    present = check_provenance("t", {"key": "b"}, sources, {"keys": ["b"]}, None, marker="[w]")
+    assert present == []
+
+
+def test_an_input_integer_too_long_to_spell_allows_nothing_and_raises_nothing() -> None:
+    sources = {"key": ArgSource("input", "keys")}
+    huge = {"keys": [10**5000, "b"]}  # (past Python's 4,300-digit limit on str(int))
+    assert check_provenance("t", {"key": "b"}, sources, huge, None, marker="[w]") == []
+
+
+def test_the_search_for_withheld_text_is_bounded() -> None:
+    from harness.certify.provenance import MAX_SCAN
+
+    text = "ab" * (MAX_SCAN // 2)
+    found = quotes_withheld({"blob": text}, "[withheld]", ["x" * 16_000] * 15)
+    assert [v.code for v in found] == ["D2_quotes_marker"]  # not proven otherwise

@@ -89,22 +89,43 @@ def scalar_leaves(value: Any) -> Iterator[Any]:
         yield value
 
 
+def _leaves_and_keys(value: Any) -> Iterator[Any]:
+    """Every scalar inside ``value`` and every key of a mapping in it, at any depth."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield k
+            yield from _leaves_and_keys(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _leaves_and_keys(v)
+    else:
+        yield value
+
+
 def quotes_withheld(
     arguments: Mapping[str, Any], marker: str, withheld: Sequence[str] = ()
 ) -> list[Violation]:
     """Arguments that contain ``marker`` or the full text of a withheld result (any string
-    inside them, at any depth)."""
+    inside them, mappings' keys too, at any depth). The search for withheld text is bounded
+    (:data:`MAX_SCAN` characters per call): past it an argument counts as quoting one (not
+    proven otherwise, so the call is not certified)."""
     out = []
     texts = [w for w in withheld if w] if withheld else ()
+    left = MAX_SCAN
     for name, value in arguments.items():
-        for leaf in (value,) if type(value) is str else scalar_leaves(value):
+        for leaf in (value,) if type(value) is str else _leaves_and_keys(value):
             text = leaf if isinstance(leaf, str) else canonical_text(leaf)
             if marker and marker in text:
                 out.append(Violation(name, "marker", f"argument {name!r} quotes {marker!r}"))
                 break
             if not texts:
                 continue
-            if any(w in text for w in texts) if isinstance(leaf, str) else text in texts:
+            if isinstance(leaf, str):
+                left -= len(text) * len(texts)
+                quoted = left < 0 or any(w in text for w in texts)
+            else:
+                quoted = text in texts
+            if quoted:
                 out.append(
                     Violation(name, "withheld_text", f"argument {name!r} quotes a withheld result")
                 )
@@ -127,7 +148,9 @@ class InputValues:
         self._folded: dict[tuple[str | None, Fold], set[str]] = {}
 
     def _walk(self, value: Any, out: set[str]) -> None:
-        with contextlib.suppress(TypeError):  # a value with no canonical form allows nothing
+        # (a value with no canonical form, or an integer past Python's 4,300-digit limit on
+        # spelling one, allows nothing)
+        with contextlib.suppress(TypeError, ValueError):
             out.add(canonical_text(value))
         if isinstance(value, Mapping):
             for inner in value.values():
@@ -136,10 +159,12 @@ class InputValues:
             for inner in value:
                 self._walk(inner, out)
 
-    def allowed(self, ref: str | None, fold: Fold | None) -> set[str] | None:
-        """The spellings ``input[:ref]`` allows (``None``: no such field to check against)."""
+    def allowed(self, ref: str | None, fold: Fold | None) -> set[str]:
+        """The spellings ``input[:ref]`` allows: none when the task has no such field (a
+        value the manifest sources from an input the task lacks cannot be proven to be one,
+        so the call is not certified)."""
         if ref is not None and ref not in self.fields:
-            return None
+            return set()
         plain = self.every if ref is None else self.fields[ref]
         if fold is None:
             return plain
@@ -214,9 +239,7 @@ class ProvenancePlan:
         for name, source in sorted(sources.items()):
             if source.kind == "input":
                 fold = effect.fold_for(name) if effect is not None else None
-                allowed = index.allowed(source.ref, fold)
-                if allowed is not None:  # no such field: nothing to check against
-                    checks.append((name, source, fold, allowed))
+                checks.append((name, source, fold, index.allowed(source.ref, fold)))
             elif source.kind == "result":
                 checks.append((name, source, None, None))
         self._checks = tuple(checks)

@@ -497,8 +497,8 @@ class ProxyService:
 
     def _without_inputs(self, skill: Skill, inputs: Mapping[str, Any]) -> str | None:
         """A sentence when a fan-out phase's slot count names an input the request does not
-        carry (logged once per skill): its windows then close only when the model moves on,
-        and the generation that does so is written over the withheld markers and discarded."""
+        carry (logged once per skill): a call whose argument the manifest sources from that
+        input cannot be proven to come from it, so it runs on its own (served serially)."""
         phases = [
             p.name
             for p in skill.phases
@@ -508,10 +508,10 @@ class ProxyService:
             return None
         text = (
             f"skill {skill.name!r}: no inputs for the slot count of phase(s) "
-            f"{', '.join(phases)}; each window closes only when the model moves on, which "
-            "costs up to one discarded generation per window; send X-Harness-Inputs or "
-            "harness_inputs, or declare where the manifest's skill finds them "
-            "([skills.NAME.inputs.FIELD])"
+            f"{', '.join(phases)}; a call whose argument the manifest sources from a missing "
+            "input cannot be proven to come from it and runs on its own (no window); send "
+            "X-Harness-Inputs or harness_inputs, or declare where the manifest's skill finds "
+            "them ([skills.NAME.inputs.FIELD])"
         )
         key = ("no-inputs", skill.name)
         if key not in self._reported:
