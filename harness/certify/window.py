@@ -36,7 +36,12 @@ from harness.errors import ConfigError
 from harness.messages import ToolCall
 from harness.tools.execute import CallMode, Executor, ToolResult, WindowExecutor
 
-__all__ = ("Step", "Window", "Windows")
+__all__ = ("Reach", "Step", "Window", "Windows")
+
+#: How many of a window's calls the serial arm is sure to reach, given the results of the
+#: first ``len(results)`` (:meth:`harness.loop.budgets.Budgets.reach`: its mistake and
+#: tool-failure budgets); no call past it runs.
+Reach = Callable[[Sequence[ToolCall], Sequence[ToolResult]], int]
 
 
 class Window:
@@ -44,6 +49,10 @@ class Window:
 
     ``executor``: how its calls run (``None``: a draft that only tracks membership).
     ``eager``: the task group eager dispatch starts calls in (``None``: all run at close).
+    ``reach``: how many of its calls the serial arm is sure to reach given the results so far
+    (``None``: all of them). A call past it does not start when admitted; at the close the
+    calls run concurrently in runs of that many, each after the results before it are known,
+    and a call the serial arm would not have reached (it stops at a budget) never runs.
     """
 
     def __init__(
@@ -54,6 +63,7 @@ class Window:
         executor: Executor | None = None,
         eager: TaskGroup | None = None,
         marker: str = DEFAULT_MARKER,
+        reach: Reach | None = None,
     ) -> None:
         self.phase = phase
         self.opened_turn = opened_turn
@@ -65,6 +75,7 @@ class Window:
         self._results: dict[str, ToolResult] = {}
         self._done: dict[str, anyio.Event] = {}
         self._modes: dict[str, CallMode] = {}
+        self._reach = reach
         #: What speculation did for this window (arm F+spec), set before it is revealed.
         self.speculation: SpecStats | None = None
 
@@ -96,6 +107,10 @@ class Window:
             if source is not None:
                 raise ConfigError("A speculated call needs eager dispatch (a task group).")
             return
+        # A speculated call already runs (a read-only prefetch) and is adopted at once; any
+        # other call past what the serial arm is sure to reach waits for the close.
+        if source is None and self._index(call) >= self._allowed(self._finished_prefix()):
+            return
         self._done[call.id] = anyio.Event()
         if source is not None:
             self._modes[call.id] = "speculated"
@@ -123,19 +138,45 @@ class Window:
             raise ConfigError("A draft window (no executor) cannot run its calls.")
         return self._executor
 
-    async def results(self) -> list[ToolResult]:
-        """Run (or finish running) every call; results in emitted order."""
-        executor = self._require_executor()
-        pending = [c for c in self.calls if c.id not in self._done]
-        if isinstance(executor, WindowExecutor) and pending:
-            ran = await executor.execute_window(pending)
-        else:
-            ran = await gather([partial(executor.execute, c) for c in pending])
-        self._results.update((c.id, r) for c, r in zip(pending, ran, strict=True))
+    def _index(self, call: ToolCall) -> int:
+        return next(i for i, c in enumerate(self.calls) if c.id == call.id)
+
+    def _finished_prefix(self) -> list[ToolResult]:
+        """The results of the first calls, up to the first one not finished yet."""
+        prefix: list[ToolResult] = []
         for call in self.calls:
-            if call.id in self._done:
-                await self._done[call.id].wait()
-        return [self._results[c.id] for c in self.calls]
+            if call.id not in self._results:
+                break
+            prefix.append(self._results[call.id])
+        return prefix
+
+    def _allowed(self, known: Sequence[ToolResult]) -> int:
+        if self._reach is None:
+            return len(self.calls)
+        return min(len(self.calls), self._reach(self.calls, known))
+
+    async def results(self) -> list[ToolResult]:
+        """Run (or finish running) the calls; results in emitted order. With ``reach``, the
+        calls run in runs the results before them allow, and the results stop before the first
+        call the serial arm would not reach (fewer results than calls: the run stops there)."""
+        executor = self._require_executor()
+        out: list[ToolResult] = []
+        while len(out) < len(self.calls):
+            allowed = self._allowed(out)
+            if allowed <= len(out):
+                break
+            run = self.calls[len(out) : allowed]
+            pending = [c for c in run if c.id not in self._done]
+            if isinstance(executor, WindowExecutor) and pending:
+                ran = await executor.execute_window(pending)
+            else:
+                ran = await gather([partial(executor.execute, c) for c in pending])
+            self._results.update((c.id, r) for c, r in zip(pending, ran, strict=True))
+            for call in run:
+                if call.id in self._done:
+                    await self._done[call.id].wait()
+            out.extend(self._results[c.id] for c in run)
+        return out
 
 
 @dataclass(frozen=True)

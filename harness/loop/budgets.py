@@ -11,11 +11,13 @@ the same call emitted turn after turn (``max_identical_calls``), calls discarded
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.errors import UsageLimitExceeded
 from harness.loop.config import LoopConfig
 from harness.messages import Completion, ToolCall
+from harness.tools.execute import ToolResult
 
 __all__ = ("Budgets", "Counters")
 
@@ -52,6 +54,7 @@ class Budgets:
         self._last_failure: tuple[str, str] = ("", "")
         self._last_call: tuple[str, str] | None = None
         self._repeats = 0
+        self._before_stuck: tuple[tuple[str, str] | None, int] = (None, 0)
 
     def check_turns(self) -> None:
         """One more generation must fit in the turn budget."""
@@ -110,6 +113,35 @@ class Budgets:
         else:
             self.count.consecutive_errors = 0
 
+    def reach(self, turns: Sequence[int], results: Sequence[ToolResult]) -> int:
+        """How many of a window's calls (emitted on ``turns``, in order) the serial arm is
+        sure to run, given the results of the first ``len(results)``: it checks the mistake
+        and tool-failure budgets after each reply (:meth:`check_errors`), so it stops after
+        the reply whose results pass either, and it reaches a call not yet run only if no
+        check before it could stop it even if every call before it (result still unknown)
+        failed. Arm F runs no window call past this count (:class:`~harness.certify.window.
+        Window`), so it never executes a call the serial arm would not have reached."""
+        count = self.count
+        failures, mistakes = count.consecutive_tool_failures, count.consecutive_errors
+        limit_f, limit_m = self.config.max_tool_failures, self.config.max_model_errors
+        n = len(turns)
+        for j, result in enumerate(results[:n]):
+            failures, mistakes = _after(failures, mistakes, result)
+            if (
+                j + 1 < n
+                and turns[j + 1] != turns[j]
+                and (failures > limit_f or mistakes > limit_m)
+            ):
+                return j + 1
+        i = known = min(len(results), n)
+        while i < n:
+            if i > known:  # call i - 1 is still unknown: in the worst case it failed
+                failures, mistakes = failures + 1, mistakes + 1
+                if turns[i] != turns[i - 1] and (failures > limit_f or mistakes > limit_m):
+                    break
+            i += 1
+        return i
+
     def cut_off(self, limit: int) -> None:
         """A reply cut at ``limit`` tokens with no usable call: a mistake."""
         self.count.model_errors += 1
@@ -156,6 +188,7 @@ class Budgets:
     def check_stuck(self, completion: Completion) -> None:
         """A model that emits the very same call ``max_identical_calls`` turns in a row is stuck
         in a loop: end the run with a typed error instead of burning the turn budget."""
+        self._before_stuck = (self._last_call, self._repeats)
         if len(completion.tool_calls) != 1:
             self._last_call, self._repeats = None, 0
             return
@@ -173,3 +206,21 @@ class Budgets:
                 tool=call.name,
                 turn=self.count.turns,
             )
+
+    def unsee(self) -> None:
+        """The completion :meth:`check_stuck` last counted was discarded whole (arm F: it was
+        generated while a result it needed was withheld, and is regenerated after the absorb
+        turn): the serial arm never saw it, so it does not count toward the stuck guard."""
+        self._last_call, self._repeats = self._before_stuck
+
+
+def _after(failures: int, mistakes: int, result: ToolResult) -> tuple[int, int]:
+    """The consecutive tool failures and mistakes after ``result``, as :meth:`Budgets.outcome`
+    counts them."""
+    if result.error_kind == "outcome_unknown":
+        return failures, mistakes
+    if not result.is_error:
+        return 0, 0
+    if result.error_kind in TOOL_FAILURES:
+        return failures + 1, mistakes
+    return failures, mistakes + 1

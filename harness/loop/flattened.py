@@ -13,7 +13,13 @@ detector's tracker through :class:`~harness.certify.window.Windows`, and the adm
 * **serial**: a call that does not certify runs on its own, after the open window closes;
 * **discard**: a call generated while a result it needed was withheld (D2: the manifest says
   so, an argument does not come from its declared source, or quotes a withheld result) is
-  dropped and regenerated after the absorb turn, counted against ``flatten.max_discards``.
+  dropped and regenerated after the absorb turn, counted against ``flatten.max_discards``;
+  so is every later call of the same reply (S would run them after it, so they are
+  regenerated after it), and a reply discarded whole does not count toward the stuck guard
+  (``max_identical_calls``: S never saw it);
+* **budgets**: no window call runs that S would not have reached — the calls past what the
+  remaining mistake and tool-failure budgets allow wait for the results before them, and the
+  budgets are checked at the reveal after each reply's results, where S checks them.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class FlattenedArm:
             executor=self.state.executor,
             eager=self._group,
             marker=self.state.config.marker,
+            reach=self.state.reach,
         )
 
     @property
@@ -75,12 +82,22 @@ class FlattenedArm:
                 # A final answer generated while results were withheld: reveal, regenerate.
                 await self._reveal(closed)
                 self.state.count.discards += 1
+                self.state.budgets.unsee()  # S never saw this answer
                 return False
             self.state.transcript.append_answer(completion)
             return True
         view = self._view()  # every call of one reply was generated on the same turn
-        for call in completion.tool_calls:
-            await self._admit(call, completion, view)
+        calls = completion.tool_calls
+        for i, call in enumerate(calls):
+            if not await self._admit(call, completion, view):
+                continue
+            # Discarded: so is every later call of the reply. S runs a reply's calls in order,
+            # so they come after the discarded one, regenerated after the absorb turn.
+            for sibling in calls[i + 1 :]:
+                self.state.discard(sibling, f"a later call of the same reply as {call.id}")
+            if i == 0:  # the whole reply: S never saw it, the stuck guard does not count it
+                self.state.budgets.unsee()
+            break
         return False
 
     def abandon(self) -> None:
@@ -110,7 +127,8 @@ class FlattenedArm:
             window.finished_texts() if window is not None else (),
         )
 
-    async def _admit(self, call: ToolCall, completion: Completion, view: TurnView) -> None:
+    async def _admit(self, call: ToolCall, completion: Completion, view: TurnView) -> bool:
+        """Admit one call and apply the admission; True when it was discarded."""
         step = self.windows.admit(call, view)
         if step.closed is not None:
             await self._reveal(step.closed)
@@ -118,7 +136,7 @@ class FlattenedArm:
         if admission.action == "discard":
             failures = admission.failures
             self.state.discard(call, failures[0].message if failures else admission.reason)
-            return
+            return True
         self.state.transcript.append_calls(completion, [call])
         if step.window is None:
             await self._run_serial(call)
@@ -127,6 +145,7 @@ class FlattenedArm:
             self.state.transcript.append_result(call, step.window.marker)
         if step.completed is not None:
             await self._reveal(step.completed)
+        return False
 
     # -- the seams F+spec (:mod:`harness.loop.speculative`) extends ------------------------
 

@@ -27,6 +27,7 @@ from harness.certify.speculation import SpecStats, draft_calls
 from harness.certify.window import Window
 from harness.engines.base import Engine, GenerationSettings, drafts_calls, guarded_generate
 from harness.engines.batch import sample_batch
+from harness.errors import UsageLimitExceeded
 from harness.journal.turns import JournaledTurns
 from harness.loop.budgets import Budgets, Counters
 from harness.loop.config import LoopConfig
@@ -336,20 +337,57 @@ class RunState:
         self.count.windows += 1
         return index
 
+    def reach(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> int:
+        """How many of a window's ``calls`` the serial arm is sure to reach given the results
+        of the first ``len(results)`` (:meth:`~harness.loop.budgets.Budgets.reach`); all of
+        them when the executor's results are never errors (``results_never_fail``: the
+        proxy's client), since then no budget can stop the run inside a window."""
+        if getattr(self.executor, "results_never_fail", False):
+            return len(calls)
+        return self.budgets.reach([self._turn_of(c) for c in calls], results)
+
+    def _turn_of(self, call: ToolCall) -> int:
+        return self._emitted_turn.get(call.id, self.turn - 1)
+
     async def reveal(self, window: Window) -> None:
         """Window closed: wait for its results, put each in place of its marker, record the
-        calls and the window; the next generation is the window's absorb turn."""
+        calls and the window; the next generation is the window's absorb turn.
+
+        The budgets are checked where the serial arm checks them, after each reply: after a
+        call whose successor in the window came from a later turn, and after the last call
+        when its turn is over (the window was closed by a later turn). So the run stops at the
+        very call S stops at (:class:`~harness.errors.UsageLimitExceeded`), and the calls after
+        it, which the window never ran (:meth:`reach`), are not recorded."""
         results = await window.results()
         index = self.next_window_index()
-        for call, result in zip(window.calls, results, strict=True):
+        calls = window.calls
+        turns = [self._turn_of(c) for c in calls]
+        stop: UsageLimitExceeded | None = None
+        done = 0
+        for j, (call, result) in enumerate(zip(calls, results, strict=False)):
             self.transcript.fill(call, result.content)
             self.record_call(result, call, window.mode_of(call.id), index)
-        self._absorbing = window
+            done = j + 1
+            last_of_turn = (
+                turns[j + 1] != turns[j] if done < len(calls) else turns[j] < self.turn - 1
+            )
+            if last_of_turn:
+                try:
+                    self.budgets.check_errors()
+                except UsageLimitExceeded as exc:
+                    stop = exc
+                    break
+        if stop is None and done < len(calls):  # reach() stopped where no check stops S
+            raise RuntimeError(
+                f"Window {index} ran {done} of its {len(calls)} calls but the budgets allow more."
+            )
         certificate = window.certificate
+        if stop is None:
+            self._absorbing = window
         self.record_window(
             index,
-            window.calls,
-            results,
+            calls[:done],
+            results[:done],
             phase=certificate.phase if certificate else None,
             closed_by=certificate.closed_by if certificate else "closed",
             evidence=certificate.evidence if certificate else (),
@@ -357,6 +395,8 @@ class RunState:
             closed_turn=self.turn,
             speculation=window.speculation,
         )
+        if stop is not None:
+            raise stop
 
     def record_window(
         self,

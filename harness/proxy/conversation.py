@@ -129,6 +129,11 @@ class ClientCalls:
     :class:`Handoff` (:class:`~harness.tools.execute.WindowExecutor`), a serial call as one of its
     own; each waits for the client's next request."""
 
+    #: A client's result is never an error result (an ``is_error`` one is text prefixed with
+    #: ``Error: ``), so no budget can stop the run inside a window: a window's calls go to the
+    #: client as one handoff (:meth:`harness.loop.state.RunState.reach`).
+    results_never_fail = True
+
     def __init__(self, post: Callable[[Event], Awaitable[None]]) -> None:
         self._post = post
 
