@@ -254,3 +254,32 @@ async def test_a_window_with_reach_runs_in_runs_and_stops_where_reach_says() -> 
     results = await window.results()
     assert [r.is_error for r in results] == [False, True, True]  # S stops after the 2nd failure
     assert sorted(store) == ["seen:a", "seen:b", "seen:c"]
+
+
+async def test_read_only_calls_past_the_reach_run_in_the_same_concurrent_run() -> None:
+    # A read-only call changes nothing, so the budget need not hold it back: the window
+    # runs whole at once, and the results stop where S stops all the same.
+    store: dict[str, Any] = {}
+    budgets = _budgets(max_tool_failures=1, max_model_errors=1)
+    calls = [ToolCall(f"call_{i}", "fetch", f'{{"key": "{k}"}}') for i, k in enumerate("abcd")]
+    executor = ToolsetExecutor(_fetcher(store, {"a"}))
+    runs: list[int] = []
+    execute = executor.execute
+
+    async def counted(call: ToolCall) -> Any:
+        runs.append(len(store))
+        return await execute(call)
+
+    executor.execute = counted  # type: ignore[method-assign]
+    window = Window(
+        "read",
+        executor=executor,
+        reach=lambda cs, rs: budgets.reach(list(range(len(cs))), rs),
+        harmless=lambda call: True,
+    )
+    for call in calls:
+        window.add(call)
+    results = await window.results()
+    assert [r.is_error for r in results] == [False, True, True]  # S stops after the 2nd failure
+    assert sorted(store) == ["seen:a", "seen:b", "seen:c", "seen:d"]  # d ran: it is harmless
+    assert runs == [0, 0, 0, 0]  # all four started before any finished: one run

@@ -64,6 +64,7 @@ class Window:
         eager: TaskGroup | None = None,
         marker: str = DEFAULT_MARKER,
         reach: Reach | None = None,
+        harmless: Callable[[ToolCall], bool] | None = None,
     ) -> None:
         self.phase = phase
         self.opened_turn = opened_turn
@@ -76,6 +77,9 @@ class Window:
         self._done: dict[str, anyio.Event] = {}
         self._modes: dict[str, CallMode] = {}
         self._reach = reach
+        # A call that may run past ``reach`` all the same (a read-only tool: running it
+        # changes nothing, and its result is dropped when the run stops before it).
+        self._harmless = harmless or (lambda _call: False)
         #: What speculation did for this window (arm F+spec), set before it is revealed.
         self.speculation: SpecStats | None = None
 
@@ -109,7 +113,11 @@ class Window:
             return
         # A speculated call already runs (a read-only prefetch) and is adopted at once; any
         # other call past what the serial arm is sure to reach waits for the close.
-        if source is None and self._index(call) >= self._allowed(self._finished_prefix()):
+        if (
+            source is None
+            and not self._harmless(call)
+            and self._index(call) >= self._allowed(self._finished_prefix())
+        ):
             return
         self._done[call.id] = anyio.Event()
         if source is not None:
@@ -166,7 +174,12 @@ class Window:
             if allowed <= len(out):
                 break
             run = self.calls[len(out) : allowed]
-            pending = [c for c in run if c.id not in self._done]
+            # Read-only calls past the reach run now too (one concurrent run, as without a
+            # budget): they change nothing, and a result the run never reaches is dropped.
+            later = [c for c in self.calls[allowed:] if self._harmless(c)]
+            pending = [
+                c for c in (*run, *later) if c.id not in self._done and c.id not in self._results
+            ]
             if isinstance(executor, WindowExecutor) and pending:
                 ran = await executor.execute_window(pending)
             else:

@@ -63,7 +63,12 @@ class FlattenedArm:
             eager=self._group,
             marker=self.state.config.marker,
             reach=self.state.reach,
+            harmless=self._read_only,
         )
+
+    def _read_only(self, call: ToolCall) -> bool:
+        tool = self.state.toolset.get(call.name)
+        return tool is not None and tool.effect.read_only
 
     @property
     def window_open(self) -> bool:
