@@ -76,28 +76,18 @@ class Violation:
         return "D2_quotes_marker" if self.kind in ("marker", "withheld_text") else "D2_provenance"
 
 
-def scalar_leaves(value: Any) -> Iterator[Any]:
+def scalar_leaves(value: Any, *, keys: bool = False) -> Iterator[Any]:
     """Every scalar inside ``value`` (a JSON-like value: mappings' values and sequences'
-    items, at any depth), in order; a scalar yields itself."""
-    if isinstance(value, Mapping):
-        for v in value.values():
-            yield from scalar_leaves(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from scalar_leaves(v)
-    else:
-        yield value
-
-
-def _leaves_and_keys(value: Any) -> Iterator[Any]:
-    """Every scalar inside ``value`` and every key of a mapping in it, at any depth."""
+    items, at any depth), in order; a scalar yields itself. ``keys``: mappings' keys too,
+    each before its value."""
     if isinstance(value, Mapping):
         for k, v in value.items():
-            yield k
-            yield from _leaves_and_keys(v)
+            if keys:
+                yield k
+            yield from scalar_leaves(v, keys=keys)
     elif isinstance(value, list | tuple):
         for v in value:
-            yield from _leaves_and_keys(v)
+            yield from scalar_leaves(v, keys=keys)
     else:
         yield value
 
@@ -113,7 +103,7 @@ def quotes_withheld(
     texts = [w for w in withheld if w] if withheld else ()
     left = MAX_SCAN
     for name, value in arguments.items():
-        for leaf in (value,) if type(value) is str else _leaves_and_keys(value):
+        for leaf in (value,) if type(value) is str else scalar_leaves(value, keys=True):
             text = leaf if isinstance(leaf, str) else canonical_text(leaf)
             if marker and marker in text:
                 out.append(Violation(name, "marker", f"argument {name!r} quotes {marker!r}"))
