@@ -127,3 +127,18 @@ def test_a_provenance_search_past_its_budget_is_not_proven() -> None:
     assert found[-1] is False
     assert scan.spent
     assert scan.size * (MAX_SCAN // scan.size) <= MAX_SCAN
+
+
+def test_a_lookup_fold_on_a_literal_with_a_path_is_its_namespace_when_readings_differ() -> None:
+    # The store keys 'latest' as 'v3'; a literal 'doc:latest/status' folded whole is not in
+    # the alias table, folded per name it is 'doc:v3/status': the readings differ, so the
+    # literal names its namespace and meets 'doc:{key}/status' with key 'v3'.
+    from harness.certify.conflicts import overlaps
+    from harness.tools.identity import Fold
+
+    fold = Fold(custom=lambda s: {"latest": "v3"}.get(s, s))
+    literal = Effect.declare(write_targets="doc:latest/status", read_targets=(), canonical=fold)
+    keyed = Effect.declare(write_targets="doc:{key}/status", read_targets=(), canonical=fold)
+    (a,) = literal.targets({})
+    (b,) = keyed.targets({"key": "v3"})
+    assert overlaps(a, b), (a, b)

@@ -30,11 +30,13 @@ if the model then does not emit it, it has still run once (idempotent, keyed) �
 the opt-in accepts.
 
 **Matching and settling** (:class:`Speculation`): a call the certifier admits into a window of
-the speculated phase is matched by tool and canonical arguments (:func:`folded_call_key`: the
-one :func:`~harness.messages.call_key` every layer compares calls by, in the certifier's
-spelling with the tool's folds applied). A hit takes over the running or finished
+the speculated phase is matched by tool and canonical arguments as spelled
+(:func:`spelled_call_key`: the one :func:`~harness.messages.call_key` every layer compares
+calls by, in the certifier's spelling, never folded: a result may echo the spelling). A hit takes over the running or finished
 speculative execution (its result is re-addressed to the model's call id; the tool ran once);
-a miss runs as F runs it. When the window closes, every unmatched speculation is cancelled and
+a miss runs as F runs it. A call that may write, run serially or in a window of another phase, cancels every other
+phase's speculations (they read what it may change). When the window closes, every
+unmatched speculation is cancelled and
 its result discarded: never shown to the model, never recorded as a call. With
 a journal a speculative execution is journaled under its own ``spec_N`` id with mode
 ``speculative`` — no model call has such an id, so a resume never replays it as a real call —
@@ -69,6 +71,7 @@ __all__ = (
     "folded_call_key",
     "predict",
     "speculation_safe",
+    "spelled_call_key",
 )
 
 
@@ -80,6 +83,16 @@ def speculation_safe(tool: Tool | None) -> bool:
     if effect.read_only:
         return True
     return effect.idempotent and effect.accepts_idempotency_key and effect.speculable
+
+
+def spelled_call_key(name: str, arguments: Mapping[str, Any]) -> CallKey | None:
+    """The call's :func:`~harness.messages.call_key` with its arguments as spelled (values in
+    the certifier's canonical spelling, strings unfolded); ``None`` when they have no
+    canonical form."""
+    try:
+        return call_key(name, dict(arguments), canonical_text)
+    except (TypeError, ValueError):
+        return None
 
 
 def folded_call_key(tool: Tool | None, name: str, arguments: Mapping[str, Any]) -> CallKey | None:
@@ -332,7 +345,7 @@ class Speculation:
         self.executor = executor
         self.entries: list[_Speculated] = []
         for p in predictions:
-            key = folded_call_key(toolset.get(p.tool), p.tool, p.arguments)
+            key = spelled_call_key(p.tool, p.arguments)
             assert key is not None  # predict() kept only canonical arguments
             call = ToolCall(f"spec_{next(ids)}", p.tool, json.dumps(dict(p.arguments)))
             self.entries.append(_Speculated(call, key, started=time.monotonic()))
@@ -356,10 +369,13 @@ class Speculation:
             entry.done.set()
 
     def key_of(self, call: ToolCall) -> CallKey | None:
+        """The key a call must share with a speculation to take over its result: its
+        arguments as spelled, never folded (``read_doc("D1")`` under a case fold is the same
+        record as ``read_doc("d1")``, but its result may echo the spelling)."""
         arguments = call.args.value
         if not isinstance(arguments, Mapping):
             return None
-        return folded_call_key(self.toolset.get(call.name), call.name, arguments)
+        return spelled_call_key(call.name, arguments)
 
     def claim(self, call: ToolCall) -> _Speculated | None:
         """The unclaimed speculation ``call`` matches (now claimed by it), or ``None``: a miss."""

@@ -93,6 +93,11 @@ class SpeculativeArm(FlattenedArm):
     # -- matching -------------------------------------------------------------------------
 
     def _dispatch(self, window: Window, call: ToolCall) -> None:
+        tool = self.state.toolset.get(call.name)
+        if tool is None or not tool.effect.read_only:
+            # A write in a window may change what a later phase's prefetched reads read (its
+            # own phase's reads are kept apart from it by D1): they start again after it.
+            self._invalidate(keep=window.phase)
         speculation = self._live.get(window.phase) if window.phase is not None else None
         if window.phase is not None and speculation is not None:
             key = speculation.key_of(call)
@@ -128,12 +133,15 @@ class SpeculativeArm(FlattenedArm):
                 if following.is_fan_out:
                     self._start(following.name, prefetch=True)
 
-    def _invalidate(self) -> None:
-        """A call that may write runs outside every speculated window: cancel them all."""
-        self._settle_all(invalidated=True)
+    def _invalidate(self, keep: str | None = None) -> None:
+        """A call that may write runs outside the speculated windows (serially, or in a
+        window of phase ``keep``): cancel every other one."""
+        self._settle_all(invalidated=True, keep=keep)
 
-    def _settle_all(self, *, invalidated: bool) -> None:
+    def _settle_all(self, *, invalidated: bool, keep: str | None = None) -> None:
         for phase, speculation in list(self._live.items()):
+            if keep is not None and phase == keep:
+                continue
             self.totals["invalidated"] += invalidated
             self._count(speculation.settle(), with_misses=False)
             del self._live[phase]

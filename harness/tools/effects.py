@@ -437,7 +437,16 @@ class _Template:
         """A template with no field: its text through every fold the tool declares (a store
         folds every name it keys); spellings that folds disagree on are the namespace."""
         body = self.literals[0]
-        filled = {self._fill({}, body=fold(body)) for fold in ident.all_folds()}
+        filled = set()
+        for fold in ident.all_folds():
+            # A store folds a name it is given whole (``latest``), and the literal names it
+            # within a longer text (``latest/status``): both readings must agree.
+            filled.add(self._fill({}, body=fold(body)))
+            parts = _COMPONENT_SEPARATORS.split(body)
+            seps = _COMPONENT_SEPARATORS.findall(body)
+            each = [fold(p) if p else p for p in parts]
+            joined = "".join(p + s for p, s in itertools.zip_longest(each, seps, fillvalue=""))
+            filled.add(self._fill({}, body=joined))
         return filled.pop() if len(filled) == 1 else self.namespace
 
     def _fill(self, values: Mapping[str, _Value], body: str | None = None) -> str:
