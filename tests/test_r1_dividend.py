@@ -18,8 +18,12 @@ def test_one_loop_alone_measures_the_tool_term_the_closed_form_prices() -> None:
     assert run["errors"] == []
     assert [w["n"] for w in run["windows"]] == [6, 6]
     for w in run["windows"]:
-        # S waits 6 x 0.3 s one by one, F once: 5 x 0.3 s hidden, as priced
-        assert w["tool_hidden"] == pytest.approx(w["tool_hidden_predicted"], abs=0.1)
+        # S waits 6 x 0.3 s one by one. F's window is six writes: under the default budgets
+        # (S stops after 4 failures in a row) F runs the first 4 together, then the last 2
+        # once their results show S reaches them (docs/arms.md, "No window call runs that S
+        # would not have reached"): 4 x 0.3 s hidden, one latency less than the closed form
+        # prices for one concurrent run
+        assert w["tool_hidden"] == pytest.approx(w["tool_hidden_predicted"] - 0.3, abs=0.1)
         assert w["dividend"] == pytest.approx(w["tool_hidden"] + w["prefill_saved"] + w["rest"])
         assert set(w["wall"]) == set(ARMS)
 
