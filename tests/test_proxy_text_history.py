@@ -251,3 +251,24 @@ async def test_a_react_window_whose_observations_cannot_be_split_is_reported_and
     assert "not one 'Observation:' per action" in responses[1].headers["x-harness-warning"]
     assert len(service.conversations) == 0
     assert service.conversations.evicted >= 1
+
+
+def test_two_conversations_windows_of_one_set_in_other_orders_are_told_apart() -> None:
+    # A client writes a window back in the order it received it: that order finds its own
+    # conversation's window; an order neither emitted is ambiguous and restored by nobody.
+    from harness.proxy.store import Pending, WindowStore
+
+    def pending(keys: str) -> Pending:
+        args = tuple(f'{{"key": "{k}"}}' for k in keys)
+        return Pending(arguments=args, names=("read_doc",) * len(keys))
+
+    store = WindowStore()
+    store.put("w_asc", pending("abc"))
+    store.put("w_desc", pending("cba"))
+    calls = lambda keys: [("read_doc", f'{{"key": "{k}"}}') for k in keys]  # noqa: E731
+    assert store.find(calls("abc")) == "w_asc"
+    assert store.find(calls("cba")) == "w_desc"
+    assert store.find(calls("bac")) is None
+    alone = WindowStore()
+    alone.put("w", pending("abc"))
+    assert alone.find(calls("bca")) == "w"  # one window of the set: found in any order

@@ -44,8 +44,14 @@ class WindowStore:
             raise ValueError(f"capacity must be >= 0, got {capacity}.")
         self.capacity = capacity
         self._entries: OrderedDict[str, Pending] = OrderedDict()
-        #: Window key by :func:`call_signature` of its calls (those with ``names``).
-        self._by_calls: dict[tuple[tuple[str, str], ...], str] = {}
+        #: Window key by :func:`call_signature` of its calls (those with ``names``), and the
+        #: order they were emitted in; ``None`` when two stored windows hold the same calls in
+        #: different orders (another conversation's): which one came back cannot be told.
+        self._by_calls: dict[tuple[CallKey, ...], str | None] = {}
+        self._orders: dict[tuple[CallKey, ...], tuple[CallKey, ...]] = {}
+        #: Window key by its calls in emitted order (a client writes a window back in the
+        #: order it received it, which tells two conversations' windows of one set apart).
+        self._by_order: dict[tuple[CallKey, ...], str] = {}
         self.evicted = 0
 
     def __len__(self) -> int:
@@ -57,14 +63,27 @@ class WindowStore:
         self._entries[window] = pending
         self._entries.move_to_end(window)
         if pending.names:
-            self._by_calls[call_signature(zip(pending.names, pending.arguments, strict=True))] = (
-                window
-            )
+            calls = list(zip(pending.names, pending.arguments, strict=True))
+            signature = call_signature(calls)
+            order = tuple(call_key(name, arguments) for name, arguments in calls)
+            self._by_order[order] = window
+            known = self._orders.get(signature)
+            if known is not None and known != order:
+                self._by_calls[signature] = None  # (ambiguous: restored by nobody)
+            elif self._by_calls.get(signature, window) is not None:
+                self._by_calls[signature] = window
+                self._orders[signature] = order
         while len(self._entries) > self.capacity:
-            _, dropped = self._entries.popitem(last=False)
+            key, dropped = self._entries.popitem(last=False)
             if dropped.names:
-                signature = call_signature(zip(dropped.names, dropped.arguments, strict=True))
-                self._by_calls.pop(signature, None)
+                calls = list(zip(dropped.names, dropped.arguments, strict=True))
+                order = tuple(call_key(name, arguments) for name, arguments in calls)
+                if self._by_order.get(order) == key:
+                    del self._by_order[order]
+                signature = call_signature(calls)
+                if signature in self._by_calls and self._by_calls[signature] in (key, None):
+                    self._by_calls.pop(signature, None)
+                    self._orders.pop(signature, None)
             self.evicted += 1
 
     def get(self, window: str) -> Pending | None:
@@ -72,8 +91,12 @@ class WindowStore:
 
     def find(self, calls: Iterable[tuple[str, str]]) -> str | None:
         """The key of the stored window whose calls are ``calls`` (tool, argument string;
-        in any order, arguments compared by value), if any."""
-        return self._by_calls.get(call_signature(calls))
+        in any order, arguments compared by value), if any; none when two stored windows hold
+        these calls in different orders (the text cannot say whose it is: served serially)."""
+        listed = list(calls)
+        order = tuple(call_key(name, arguments) for name, arguments in listed)
+        found = self._by_order.get(order)
+        return found if found is not None else self._by_calls.get(call_signature(listed))
 
 
 def call_signature(calls: Iterable[tuple[str, str]]) -> tuple[CallKey, ...]:
