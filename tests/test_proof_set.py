@@ -142,3 +142,22 @@ def test_a_lookup_fold_on_a_literal_with_a_path_is_its_namespace_when_readings_d
     (a,) = literal.targets({})
     (b,) = keyed.targets({"key": "v3"})
     assert overlaps(a, b), (a, b)
+
+
+def test_a_fold_declared_beside_identity_is_applied_to_the_key() -> None:
+    # A store keyed by path under a root that also folds case: 'Ａ.txt' (full-width) and
+    # 'a.txt' are one file; the fold runs on the store's key, so it only merges keys.
+    from harness.certify.conflicts import overlaps
+
+    key = under_root("/srv")
+    effect = Effect.declare(
+        write_targets="file:{path}", read_targets=(), identity={"path": key}, canonical="case"
+    )
+    (a,) = effect.targets({"path": "Ａ.txt"})
+    (b,) = effect.targets({"path": "a.txt"})
+    (c,) = effect.targets({"path": "STRASSE"})
+    (d,) = effect.targets({"path": "straße"})
+    assert overlaps(a, b)
+    assert overlaps(c, d)
+    (e,) = effect.targets({"path": "b.txt"})
+    assert not overlaps(a, e)

@@ -584,9 +584,10 @@ class _Identities:
         if _keyed_text(value) > MAX_KEYED_TEXT:
             return [_UNKNOWN_VALUE]  # (too long to fold or key: bounded work per call)
         if keyed is not None:
+            fold = self.fold(name)
             if many and isinstance(keyed, Each):
-                return list(dict.fromkeys(self._keyed(keyed.fn, v) for v in value))
-            return [self._keyed(keyed, value)]
+                return list(dict.fromkeys(self._keyed(keyed.fn, v, fold) for v in value))
+            return [self._keyed(keyed, value, fold)]
         if many:
             return list(dict.fromkeys(self._typed(name, v) for v in value))
         return [self._typed(name, value)]
@@ -601,10 +602,18 @@ class _Identities:
         return _Value(value_text(value), alone_only=isinstance(value, float | Decimal))
 
     @staticmethod
-    def _keyed(fn: Callable[[Any], Any], value: Any) -> _Value:
+    def _keyed(fn: Callable[[Any], Any], value: Any, fold: Fold | None = None) -> _Value:
+        """The store's own key of ``value``; with a fold declared on the argument too, the
+        key's text is folded after (a store that keys by path *and* folds case: folding only
+        merges keys, so the order can cost parallelism, never a record)."""
         try:
             out = fn(value)
-        except Exception:  # the store's key function cannot read it: unknown
+            if fold is not None:
+                if isinstance(out, str):
+                    out = fold(out)
+                elif isinstance(out, list | tuple):
+                    out = tuple(fold(p) if isinstance(p, str) else p for p in out)
+        except Exception:  # the store's key function (or the fold) cannot read it: unknown
             return _UNKNOWN_VALUE
         return _Value(exact=_exact_components(out))
 
