@@ -46,8 +46,8 @@ Store models (:data:`STORES`):
                text, case, PEP 503 separators, slugs (separators unified and trimmed),
                natural keys (leading zeros of digit runs), a PEP 440-like composite of all
                three, and the number readers ``int()``, ``int(text, 0)``, ``float()``,
-               ``Decimal()`` and ``Number()``; ``put(key: str)``, ``put_n(n: int)`` and
-               ``put_x(x: float)`` on ``rec:{key}``; spellings are drawn from an alphabet of
+               ``Decimal()`` and ``Number()``; the numeric store's tools on ``num:``;
+               spellings are drawn from an alphabet of
                digits, signs, ``e``, ``x``, ``.``, ``_`` and ``-`` and from one another
                through the folds, so most pairs are near-collisions
 
@@ -711,25 +711,6 @@ def _fold_text(rng: random.Random) -> str:
     return "".join(rng.choice(_FOLD_ALPHABET) for _ in range(rng.randint(1, 6)))
 
 
-def _folds_toolset() -> Toolset:
-    @tool(write_targets="rec:{key}", read_targets="rec:{key}")
-    def put(key: str) -> str:
-        """Write the record the store keys the text by."""
-        return "ok"
-
-    @tool(write_targets="rec:{n}", read_targets="rec:{n}")
-    def put_n(n: int) -> str:
-        """Write the record keyed by an integer."""
-        return "ok"
-
-    @tool(write_targets="rec:{x}", read_targets="rec:{x}")
-    def put_x(x: float) -> str:
-        """Write the record keyed by a number."""
-        return "ok"
-
-    return Toolset([put, put_n, put_x], name="folds")
-
-
 def _folds_model() -> StoreModel:
     """The ``folds`` store: the two calls of a pair share one store, drawn for the pair (the
     first call of each pair draws it; ``_run_store`` spells a pair's calls in turn)."""
@@ -749,23 +730,24 @@ def _folds_model() -> StoreModel:
             if rng.random() < 0.3:
                 text = _fold_text(rng)
         state["last"] = text
-        kind = rng.choice(("put", "put", "put_n", "put_x"))
-        if kind == "put":
-            return kind, {"key": text}
+        # (the numeric store's tools: put_s(s: str), put_i(i: int), put(n: float))
+        kind = rng.choice(("put_s", "put_s", "put_i", "put"))
+        if kind == "put_s":
+            return kind, {"s": text}
         try:
             number = float(text)
         except ValueError:
-            return "put", {"key": text}
-        if kind == "put_n" and math.isfinite(number) and number == int(number):
-            return kind, {"n": int(number)}
-        return ("put_x", {"x": number}) if math.isfinite(number) else ("put", {"key": text})
+            return "put_s", {"s": text}
+        if kind == "put_i" and math.isfinite(number) and number == int(number):
+            return kind, {"i": int(number)}
+        return ("put", {"n": number}) if math.isfinite(number) else ("put_s", {"s": text})
 
     def records(name: str, args: Mapping[str, Any]) -> frozenset[Record]:
-        value = args["key"] if name == "put" else args["n"] if name == "put_n" else args["x"]
+        value = args["s"] if name == "put_s" else args["i"] if name == "put_i" else args["n"]
         key = FOLDS[state["fold"]](value)
         return frozenset() if key is None else frozenset({(state["fold"], key)})
 
-    return StoreModel("folds", _folds_toolset(), records, _equal, spell, cacheable=False)
+    return StoreModel("folds", _numeric_toolset(), records, _equal, spell, cacheable=False)
 
 
 def _equal(a: Record, b: Record) -> bool:

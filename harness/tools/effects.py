@@ -260,6 +260,13 @@ def bound_target(text: str) -> str:
 #: Characters that split a target's body into components: ``doc:{key}/status`` has the
 #: components ``key`` and ``status``; ``cal:{user}:{day}`` has ``user`` and ``day``.
 _COMPONENT_SEPARATORS = re.compile("[/:]")
+#: The text between them.
+_NAMES = re.compile("[^/:]+")
+
+
+def _fold_names(fold: Callable[[str], str], text: str) -> str:
+    """``text`` with each name between separators folded on its own."""
+    return _NAMES.sub(lambda match: fold(match.group()), text)
 
 
 #: The longest body text a target is built from (characters); a longer one is unknown.
@@ -366,8 +373,8 @@ class _Template:
                 f"target template {template!r}: an argument comes before the first ':', so "
                 "the namespace is data ('{app}/cfg:{key}' with app='web' is the key "
                 "'web/cfg:k' that 'web/cfg:{key}' names) and the harness cannot prove which "
-                "namespace a call touches. Put the namespace first as literal text ('doc:{key}'), or declare "
-                "a target function that returns whole targets "
+                "namespace a call touches. Put the namespace first as literal text "
+                "('doc:{key}'), or declare a target function that returns whole targets "
                 "(lambda args: [f\"{args['ns']}:{args['key']}\"])."
             )
         literals[0] = literals[0][colon + 1 :]
@@ -442,11 +449,7 @@ class _Template:
             # A store folds a name it is given whole (``latest``), and the literal names it
             # within a longer text (``latest/status``): both readings must agree.
             filled.add(self._fill({}, body=fold(body)))
-            parts = _COMPONENT_SEPARATORS.split(body)
-            seps = _COMPONENT_SEPARATORS.findall(body)
-            each = [fold(p) if p else p for p in parts]
-            joined = "".join(p + s for p, s in itertools.zip_longest(each, seps, fillvalue=""))
-            filled.add(self._fill({}, body=joined))
+            filled.add(self._fill({}, body=_fold_names(fold, body)))
         return filled.pop() if len(filled) == 1 else self.namespace
 
     def _fill(self, values: Mapping[str, _Value], body: str | None = None) -> str:
@@ -626,10 +629,13 @@ def namespace_key(text: str) -> str | None:
     namespace may be any); ``":"`` for an empty one."""
     if not text:
         return ":"
-    keys = [proof_key(part) for part in text.split("/")]
-    if any(k is None for k in keys):
-        return None
-    return "/".join(k for k in keys if k) + ":"
+    keys = []
+    for part in text.split("/"):
+        key = proof_key(part)
+        if key is None:
+            return None
+        keys.append(key)
+    return "/".join(keys) + ":"
 
 
 def literal_target(text: str) -> str:

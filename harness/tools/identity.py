@@ -463,15 +463,15 @@ def proof_key(text: str) -> str | None:
     ``7_0``, ``.5``, ``0x10``, ``inf``, ``nan``): a signed, fractional, grouped or based
     spelling is one number to a numeric store and another text to a name store (``0xE00``
     is 3584 to ``int(text, 0)`` and ``0xE0`` to a store dropping leading zeros; ``011`` is
-    9 to YAML 1.1), and no single key serves both. Why the two forms cannot meet: a number reader reads no name (and no name's normal
-    form), and a name's normal form is never digits only, so a name fold never makes a name
-    a number's spelling."""
+    9 to YAML 1.1), and no single key serves both. Why the two forms cannot meet: a number
+    reader reads no name (and no name's normal form), and a name's normal form is never
+    digits only, so a name fold never makes a name a number's spelling."""
     if not text or len(text) > MAX_NAME:
         return None
     if _INTEGER.match(text):
         if len(text) > 1 and text[0] == "0":
             return None  # (``011`` is 11 to ``int()`` and 9 to YAML 1.1 and ``strtol``)
-        return _integer_key(int(text))
+        return _integer_text(int(text))
     if not _PLAIN.match(text) or _reads_as_number(text):
         return None
     key = _ZEROS.sub("", _RUNS.sub(".", text.lower()).strip("."))
@@ -485,14 +485,6 @@ def _reads_as_number(text: str) -> bool:
     return bool(_READABLE.match(text)) and (
         any(c.isdigit() for c in text) or text.lower().lstrip("+-") in _WORDS
     )
-
-
-def _integer_key(value: int) -> str | None:
-    """A non-negative integer's key: its value as a double, written in digits (``None`` past
-    :data:`_MAX_EXPONENT` decimal orders)."""
-    if value.bit_length() > _MAX_INTEGER_BITS:
-        return None
-    return str(int(float(value)))
 
 
 def _integer_text(value: int) -> str | None:
@@ -528,7 +520,8 @@ def value_text(value: Any) -> str | None:
     """The text a store reads for a validated scalar value, or ``None`` when the value is
     not in the closed set of forms whose distinctness the harness can prove.
 
-    In the set: strings (as they are), integers (up to 128 digits), finite floats and
+    In the set: strings (as they are), integers (within 64 decimal orders; past 2**53
+    spelled as the double they round to), finite floats and
     decimals (within 64 decimal orders), fractions that are integers, ``StrEnum`` and
     ``IntEnum`` members (their value; another enum is outside: ``str()`` spells it
     ``Color.RED``),
